@@ -137,6 +137,7 @@ class DatasetConfig:
     max_length: int = _f(4096, "examples with more tokens are dropped and counted")
     context_distillation: bool = _f(False, "train on the prompt without the worked example used at sampling")
     val_fraction: float = _f(0.2, "share of rooms (not trajectories) put into validation")
+    selection_id: str = _f("", "selection to build from; empty means the newest selection by created_at")
 
 
 @dataclass
@@ -154,6 +155,8 @@ class TrainConfig:
     padding_free: bool = _f(False, "padding-free batches (flattened, position ids)")
     logging_steps: int = _f(1, "log loss every n steps")
     save_steps: int = _f(20, "checkpoint every n steps (resume point)")
+    eval_steps: int = _f(0, "evaluate on the validation split every n steps; 0 means at every checkpoint")
+    dataset_id: str = _f("", "dataset to train on; empty means the newest dataset (highest version)")
     extra: dict[str, Any] = _f({}, "further SFTConfig fields passed through unchanged")
 
 

@@ -90,6 +90,10 @@ create table trajectories (
     sub_prompt_tokens bigint not null,
     sub_completion_tokens bigint not null,
     wall_s double not null,
+    delegated_chars bigint not null,    -- characters of all subagent prompts
+    memo_chars integer not null,
+    n_findings integer not null,        -- subagent response lines that report something (not errors, not "no issues")
+    n_findings_carried integer not null, -- of those, lines that appear verbatim in the memo
     memo_started_s double,           -- seconds from start when the turn that submitted began
     last_subcall_returned_s double,
     started_at timestamp not null,

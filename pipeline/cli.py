@@ -1,0 +1,132 @@
+"""Command line: `python -m pipeline [--recipe FILE] <command> [key=value ...]`.
+
+Each stage command loads the config (defaults < recipe < overrides), writes
+the resolved config into the run folder (so the folder describes itself)
+and calls ``stages.<name>.run(cfg)``. Errors a user can fix (bad recipe,
+unknown key, missing file, zero accepted trajectories) print one clear line
+and exit 1 without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import ConfigError, PipelineConfig, config_help, load_config
+
+STAGES = ["rooms", "sample", "grade", "filter", "dataset", "train", "evaluate", "report"]
+
+
+class UserError(RuntimeError):
+    """An error caused by input the user can fix; printed without a traceback."""
+
+
+def write_run_manifest(cfg: PipelineConfig, argv: list[str]) -> None:
+    run_dir = Path(cfg.run.dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    manifest = {"config_hash": cfg.hash(), "command": shlex.join(["python", "-m", "pipeline", *argv])}
+    (run_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default=None, help="YAML recipe (path, or name under pipeline/recipes)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    rooms = sub.add_parser("rooms", help="generate, import, build from CUAD, list, show or export rooms")
+    rsub = rooms.add_subparsers(dest="action", required=True)
+    g = rsub.add_parser("generate", help="generate rooms.n_rooms synthetic rooms")
+    g.add_argument("overrides", nargs="*", help="key=value config overrides")
+    i = rsub.add_parser("import", help="import a folder of documents as a room")
+    i.add_argument("folder")
+    i.add_argument("--name", required=True)
+    i.add_argument("--rubric", default=None, help="optional rubric file (YAML or JSONL)")
+    i.add_argument("--split", default="train", choices=["train", "heldout"])
+    i.add_argument("overrides", nargs="*")
+    c = rsub.add_parser("cuad", help="build rooms from the CUAD / MAUD / ContractNLI corpora")
+    c.add_argument("corpus", help="folder holding cuad/, maud/ and contractnli/")
+    c.add_argument("--n-rooms", type=int, default=2)
+    c.add_argument("--contracts-per-room", type=int, default=40)
+    c.add_argument("overrides", nargs="*")
+    ls = rsub.add_parser("list", help="list rooms in the warehouse")
+    ls.add_argument("overrides", nargs="*")
+    sh = rsub.add_parser("show", help="folder tree, counts, tokens and rubric kinds of a room")
+    sh.add_argument("name")
+    sh.add_argument("overrides", nargs="*")
+    ex = rsub.add_parser("export", help="write a room's documents as files (and its rubric as JSONL)")
+    ex.add_argument("name")
+    ex.add_argument("out")
+    ex.add_argument("overrides", nargs="*")
+
+    for name in STAGES[1:]:
+        s = sub.add_parser(name, help=f"run the {name} stage")
+        s.add_argument("overrides", nargs="*", help="key=value config overrides")
+    for name, text in [("distill", "run every stage once"), ("nightly", "run one nightly improvement round")]:
+        s = sub.add_parser(name, help=text)
+        s.add_argument("overrides", nargs="*")
+
+    q = sub.add_parser("sql", help="run SQL against the run's warehouse and print a table")
+    q.add_argument("query", nargs="?", help="a SQL statement")
+    q.add_argument("--file", help="a .sql file, e.g. sql/queries/criteria_failing_most.sql")
+    q.add_argument("--shell", action="store_true", help="interactive DuckDB shell")
+    q.add_argument("--overrides", nargs="*", default=[])
+
+    cfgp = sub.add_parser("config", help="print the resolved config, or every key with its help")
+    cfgp.add_argument("--keys", action="store_true")
+    cfgp.add_argument("overrides", nargs="*")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    try:
+        cfg = load_config(args.recipe, getattr(args, "overrides", []) or [])
+        return _dispatch(args, cfg, argv)
+    except (ConfigError, UserError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a stage's own "nothing to do / bad input" errors
+        if getattr(exc, "user_facing", False) or type(exc).__name__ in {"RoomError", "NoAcceptedTrajectories"}:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) -> int:
+    if args.command == "config":
+        if args.keys:
+            for key, default, text in config_help():
+                print(f"{key:40s} {default:24s} {text}")
+        else:
+            print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        return 0
+    if args.command == "sql":
+        from pipeline import sqlcli
+
+        return sqlcli.main(cfg, args.query, args.file, args.shell)
+    write_run_manifest(cfg, argv)
+    if args.command == "rooms":
+        from stages import rooms
+
+        return rooms.cli(cfg, args)
+    module = importlib.import_module(f"stages.{args.command}")
+    result = module.run(cfg)
+    if isinstance(result, dict):
+        shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict)) or len(str(v)) < 400}
+        print(json.dumps(shown, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Host-side subagent runner: serves ``llm_query`` / ``llm_batch`` calls from the REPL.
+
+The root's code runs in a sandbox process; its subagent calls come back to
+the host and land here. A ``SubagentRunner`` belongs to one trajectory: it
+runs prompts against the subagent backend at most ``concurrency`` at a time,
+keeps the order of a batch, enforces the trajectory's budgets (calls and
+prompt+completion tokens) and records every issued call as a
+``pipeline.harness.trace.Subcall`` (times relative to ``t0``, a
+``time.monotonic()`` reading taken when the trajectory started).
+
+A failing item never fails the batch: an exception, a context-limit refusal
+or an exhausted budget comes back as the string ``"ERROR: <reason>"`` in that
+item's place. Input from the REPL is hostile, so the shape is checked: a
+batch must be a list (or tuple) of at most ``max_batch_prompts`` items, and
+an item that is not a string is an ERROR item. Budgets are reserved in prompt
+order when a batch arrives (a prompt's tokens estimated with
+``count_tokens``), so which items of an over-budget batch run is
+deterministic; in-flight calls may overshoot the token budget by their
+completions, after which every later call is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pipeline.harness.trace import Subcall
+from pipeline.llm.base import Backend, ContextLimitError, GenerationParams
+from pipeline.rooms.model import count_tokens
+
+MAX_BATCH_PROMPTS = 10_000
+ERROR_PREFIX = "ERROR: "
+
+
+class SubagentRunner:
+    def __init__(
+        self,
+        backend: Backend,
+        params: GenerationParams,
+        *,
+        concurrency: int,
+        max_calls: int,
+        max_tokens: int,
+        t0: float,
+        depth: int = 1,
+        system_prompt: str | None = None,
+        max_batch_prompts: int = MAX_BATCH_PROMPTS,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"harness.batch_concurrency: must be >= 1, got {concurrency}")
+        self.backend = backend
+        self.params = params
+        self.concurrency = concurrency
+        self.max_calls = max_calls
+        self.max_tokens = max_tokens
+        self.t0 = t0
+        self.depth = depth
+        self.system_prompt = system_prompt
+        self.max_batch_prompts = max_batch_prompts
+        self.turn_index = 0  # set by the root loop before each cell
+        self.subcalls: list[Subcall] = []
+        self.budget_exceeded: str | None = None
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._tokens_used = 0  # finished calls: prompt + completion
+        self._tokens_reserved = 0  # in-flight calls: estimated prompt tokens
+
+    @property
+    def tokens_used(self) -> int:
+        return self._tokens_used
+
+    # ------------------------------------------------------------------ API
+
+    async def query(self, prompt: str) -> str:
+        return (await self.batch([prompt]))[0]
+
+    async def batch(self, prompts: list[str]) -> list[str]:
+        if not isinstance(prompts, (list, tuple)):
+            raise TypeError(f"llm_batch: prompts must be a list of str, got {type(prompts).__name__}")
+        if len(prompts) > self.max_batch_prompts:
+            raise ValueError(
+                f"llm_batch: {len(prompts)} prompts in one batch; the limit is {self.max_batch_prompts}"
+            )
+        # Reserve in prompt order, before anything runs.
+        plans: list[tuple[Subcall, int] | str] = [self._reserve(p) for p in prompts]
+        coros = [self._run(plan) for plan in plans]
+        return list(await asyncio.gather(*coros))
+
+    # ------------------------------------------------------------------ internals
+
+    def _reserve(self, prompt: object) -> tuple[Subcall, int] | str:
+        if not isinstance(prompt, str):
+            return f"{ERROR_PREFIX}prompt must be a str, got {type(prompt).__name__}"
+        if len(self.subcalls) >= self.max_calls:
+            self.budget_exceeded = self.budget_exceeded or "max_subcalls"
+            return f"{ERROR_PREFIX}subagent call budget exhausted (max_subcalls={self.max_calls})"
+        estimate = count_tokens(prompt)
+        if self._tokens_used + self._tokens_reserved + estimate > self.max_tokens:
+            self.budget_exceeded = self.budget_exceeded or "max_subcall_tokens"
+            return f"{ERROR_PREFIX}subagent token budget exhausted (max_subcall_tokens={self.max_tokens})"
+        self._tokens_reserved += estimate
+        call = Subcall(
+            index=len(self.subcalls),
+            turn_index=self.turn_index,
+            depth=self.depth,
+            model=self.backend.name,
+            prompt=prompt,
+            response=None,
+        )
+        self.subcalls.append(call)
+        return call, estimate
+
+    async def _run(self, plan: tuple[Subcall, int] | str) -> str:
+        if isinstance(plan, str):
+            return plan
+        call, estimate = plan
+        messages = [{"role": "user", "content": call.prompt}]
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        try:
+            async with self._semaphore:
+                call.issued_s = time.monotonic() - self.t0
+                try:
+                    comp = await self.backend.complete(messages, self.params)
+                finally:
+                    call.returned_s = time.monotonic() - self.t0
+                    call.latency_s = call.returned_s - call.issued_s
+        except ContextLimitError as exc:
+            call.error = f"context limit: {exc}"
+            return f"{ERROR_PREFIX}prompt refused: {exc}"
+        except asyncio.CancelledError:
+            call.error = "cancelled"
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to the root as an ERROR item
+            call.error = f"{type(exc).__name__}: {exc}"
+            return f"{ERROR_PREFIX}{type(exc).__name__}: {exc}"
+        finally:
+            self._tokens_reserved -= estimate
+        call.response = comp.text
+        call.prompt_tokens = comp.prompt_tokens
+        call.completion_tokens = comp.completion_tokens
+        if comp.model:
+            call.model = comp.model
+        self._tokens_used += comp.prompt_tokens + comp.completion_tokens
+        if self._tokens_used > self.max_tokens:
+            self.budget_exceeded = self.budget_exceeded or "max_subcall_tokens"
+        return comp.text

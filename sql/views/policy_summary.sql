@@ -1,0 +1,33 @@
+-- Per policy and purpose (train sampling vs held-out eval): scores, coverage
+-- and the behaviour table of the reference report.
+with
+
+scores as (
+    select * from trajectory_scores
+),
+
+final as (
+    select
+        policy_id,
+        purpose,
+        count(*) as n_trajectories,
+        count(distinct room_id) as n_rooms,
+        avg(pass_rate) as pass_rate,
+        avg(issue_pass_rate) as issue_pass_rate,
+        avg(coverage) as coverage,
+        avg(finished::int) as finished_rate,
+        avg(trap_failures) as trap_failures,
+        avg(n_subcalls) as subcalls,
+        avg(delegated_chars) as delegated_chars,
+        avg(memo_chars) as memo_chars,
+        avg(findings_carried) as findings_carried,
+        -- correlation between delegation and room size across trajectories
+        corr(n_subcalls, room_n_documents) as calls_size_corr,
+        avg(memo_before_last_return::int) as memo_before_delegation_done,
+        avg(n_turns) as turns,
+        avg(wall_s) as wall_s
+    from scores
+    group by policy_id, purpose
+)
+
+select * from final

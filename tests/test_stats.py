@@ -1,0 +1,95 @@
+"""Hand-computed cases for pipeline.stats."""
+
+import math
+
+import pytest
+
+from pipeline.stats import bootstrap_mean_ci, cohen_kappa, paired_diff_ci, pearson
+
+
+def test_constant_values_give_zero_width_interval():
+    mean, lo, hi = bootstrap_mean_ci([0.4] * 7, n_boot=500)
+    assert mean == pytest.approx(0.4)
+    assert lo == pytest.approx(0.4) and hi == pytest.approx(0.4)
+
+
+def test_bootstrap_interval_contains_mean_and_is_seeded():
+    values = [0.1, 0.2, 0.35, 0.5, 0.9]
+    mean, lo, hi = bootstrap_mean_ci(values, n_boot=2000, seed=3)
+    assert mean == pytest.approx(0.41)
+    assert lo < mean < hi
+    # Bounds are sample means, so within the range of the data.
+    assert 0.1 <= lo and hi <= 0.9
+    assert bootstrap_mean_ci(values, n_boot=2000, seed=3) == (mean, lo, hi)
+    assert bootstrap_mean_ci(values, n_boot=2000, seed=4) != (mean, lo, hi)
+
+
+def test_bootstrap_wider_at_smaller_alpha():
+    values = [0.0, 1.0, 0.2, 0.8, 0.5, 0.3]
+    _, lo95, hi95 = bootstrap_mean_ci(values, alpha=0.05)
+    _, lo50, hi50 = bootstrap_mean_ci(values, alpha=0.5)
+    assert lo95 < lo50 and hi50 < hi95
+
+
+def test_bootstrap_two_points_interval_spans_extremes():
+    # Resamples of {0, 1} of size 2 have means 0, 0.5, 1 with probability 1/4, 1/2, 1/4:
+    # the 2.5% and 97.5% quantiles are 0 and 1.
+    mean, lo, hi = bootstrap_mean_ci([0.0, 1.0], n_boot=4000)
+    assert (mean, lo, hi) == (0.5, 0.0, 1.0)
+
+
+def test_bootstrap_drops_missing_and_rejects_empty():
+    assert bootstrap_mean_ci([1.0, None, float("nan"), 3.0], n_boot=100)[0] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="no finite values"):
+        bootstrap_mean_ci([None, float("nan")])
+    with pytest.raises(ValueError, match="alpha"):
+        bootstrap_mean_ci([1.0], alpha=1.5)
+
+
+def test_paired_diff_uses_common_rooms_only():
+    a = {"r1": 0.6, "r2": 0.8, "r3": 0.5, "only_a": 1.0}
+    b = {"r1": 0.4, "r2": 0.6, "r3": 0.3, "only_b": 0.0}
+    mean, lo, hi, n = paired_diff_ci(a, b, n_boot=500)
+    # Every common room improved by exactly 0.2: the interval has zero width.
+    assert n == 3
+    assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2) and hi == pytest.approx(0.2)
+
+
+def test_paired_diff_sign_and_no_overlap():
+    mean, lo, hi, n = paired_diff_ci({"x": 0.1, "y": 0.3}, {"x": 0.5, "y": 0.4}, n_boot=1000)
+    assert n == 2 and mean == pytest.approx(-0.25)
+    assert lo == pytest.approx(-0.4) and hi == pytest.approx(-0.1)
+    with pytest.raises(ValueError, match="no room"):
+        paired_diff_ci({"x": 1.0}, {"y": 1.0})
+
+
+def test_pearson_known_values_and_undefined():
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # x = 1..4, y = 1, 3, 2, 4: sxy = 4, sxx = syy = 5, so r = 4 / 5.
+    assert pearson([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    # NaN / None pairs are dropped, leaving the perfectly correlated ones.
+    assert pearson([1, 2, None, 4, 5], [1, 2, 100, float("nan"), 5]) == pytest.approx(1.0)
+    assert pearson([1, 1, 1], [1, 2, 3]) is None
+    assert pearson([1], [2]) is None
+    with pytest.raises(ValueError):
+        pearson([1, 2], [1])
+
+
+def test_cohen_kappa_from_2x2_table():
+    # 50 items: both pass 20, a only 5, b only 10, neither 15.
+    # p_o = 0.7; p_a = 0.5, p_b = 0.6; p_e = 0.5*0.6 + 0.5*0.4 = 0.5; kappa = 0.2/0.5 = 0.4.
+    a = [True] * 20 + [True] * 5 + [False] * 10 + [False] * 15
+    b = [True] * 20 + [False] * 5 + [True] * 10 + [False] * 15
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+
+
+def test_cohen_kappa_edges():
+    assert cohen_kappa([True, False, True], [True, False, True]) == pytest.approx(1.0)
+    assert cohen_kappa([True, False], [False, True]) == pytest.approx(-1.0)
+    assert cohen_kappa([], []) is None
+    # Both raters said pass to everything: chance agreement is 1, kappa undefined.
+    assert cohen_kappa([True, True], [True, True]) is None
+    assert not math.isnan(cohen_kappa([True, True, False], [True, False, False]))
+    with pytest.raises(ValueError):
+        cohen_kappa([True], [True, False])
