@@ -101,6 +101,7 @@ class HarnessConfig:
     max_subcall_tokens: int = _f(4_000_000, "subagent prompt+completion tokens per trajectory")
     batch_concurrency: int = _f(16, "llm_batch prompts in flight at once")
     max_depth: int = _f(1, "1 = flat RLM; 2 enables rlm_query children")
+    subagent_max_new_tokens: int = _f(512, "completion tokens of one llm_query / llm_batch item")
     episode_timeout_s: float = _f(900.0, "wall time of a whole trajectory")
 
 

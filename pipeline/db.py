@@ -151,7 +151,9 @@ def write_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> i
         cols = ", ".join(f'"{c}"' for c in data.column_names)
         con.execute(f"insert into {table} ({cols}) select {cols} from {name}")
     finally:
-        con.unregister(name)
+        # Unregistering inside an aborted transaction fails and would hide the real error.
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
     return data.num_rows
 
 

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
+import pyarrow as pa
 from tqdm import tqdm
 
 from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.grading.coverage import coverage_rows
-from pipeline.harness.trace import Trace
+from pipeline.harness.trace import Subcall, Trace, Turn
 from pipeline.llm.base import make_backend
 from pipeline.policies import Policy, base_policy, load_policy, register_policy, root_backend_config
 from pipeline.rooms import store
@@ -97,19 +99,14 @@ def _findings(trace: Trace) -> tuple[int, int]:
     return n, carried
 
 
-def trajectory_rows(
-    trace: Trace, room: Room, index: ProbeIndex, policy_id: str, sample_index: int, purpose: str
-) -> dict[str, list[dict[str, Any]]]:
-    """Every warehouse row of one finished trajectory, by table."""
-    usage = trace.usage
-    sub_models = [c.model for c in trace.subcalls]
-    root_model = next((m for m in usage if m not in sub_models), None)
-    root_usage = usage.get(root_model, {}) if root_model else {}
+def trajectory_row(trace: Trace, room_id: str, policy_id: str, sample_index: int, purpose: str) -> dict[str, Any]:
+    """The `trajectories` row of one finished trajectory (behaviour metrics computed here, once)."""
     n_findings, n_carried = _findings(trace)
-    returned = [c.returned_s for c in trace.subcalls]
-    traj = {
+    calls = list(_all_subcalls(trace))
+    returned = [c.returned_s for c in calls]
+    return {
         "trajectory_id": trace.trajectory_id,
-        "room_id": room.room_id,
+        "room_id": room_id,
         "policy_id": policy_id,
         "sample_index": sample_index,
         "purpose": purpose,
@@ -118,62 +115,100 @@ def trajectory_rows(
         "end_reason": trace.end_reason,
         "memo": trace.memo,
         "n_turns": len(trace.turns),
-        "n_subcalls": len(trace.subcalls),
-        "root_prompt_tokens": sum(t.prompt_tokens for t in trace.turns) or root_usage.get("prompt_tokens", 0),
+        "n_subcalls": len(calls),
+        "root_prompt_tokens": sum(t.prompt_tokens for t in trace.turns),
         "root_completion_tokens": sum(t.completion_tokens for t in trace.turns),
-        "sub_prompt_tokens": sum(c.prompt_tokens for c in trace.subcalls),
-        "sub_completion_tokens": sum(c.completion_tokens for c in trace.subcalls),
+        "sub_prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "sub_completion_tokens": sum(c.completion_tokens for c in calls),
         "wall_s": trace.wall_s,
-        "delegated_chars": sum(len(c.prompt) for c in trace.subcalls),
+        "delegated_chars": sum(len(c.prompt) for c in calls),
         "memo_chars": len(trace.memo or ""),
         "n_findings": n_findings,
         "n_findings_carried": n_carried,
         "memo_started_s": trace.memo_started_s,
         "last_subcall_returned_s": max(returned) if returned else None,
         "started_at": datetime.fromisoformat(trace.started_at) if trace.started_at else db.now(),
-        "trace": json.dumps(trace.to_dict()),
+        "trace": trace.to_json(),
     }
-    turns = [
-        {
-            "trajectory_id": trace.trajectory_id,
-            "turn_index": t.index,
-            "new_messages": t.new_messages,
-            "completion": t.completion,
-            "code": t.code,
-            "output": t.output,
-            "error": t.error,
-            "prompt_tokens": t.prompt_tokens,
-            "completion_tokens": t.completion_tokens,
-            "started_s": t.started_s,
-            "ended_s": t.ended_s,
-        }
-        for t in trace.turns
-    ]
-    calls = [
-        {
-            "trajectory_id": trace.trajectory_id,
-            "call_index": i,
-            "turn_index": c.turn_index,
-            "depth": c.depth,
-            "parent_call": c.parent_call,
-            "model": c.model,
-            "prompt": c.prompt,
-            "response": c.response,
-            "error": c.error,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "latency_s": c.latency_s,
-            "issued_s": c.issued_s,
-            "returned_s": c.returned_s,
-        }
-        for i, c in enumerate(_all_subcalls(trace))
-    ]
-    return {
-        "trajectories": [traj],
-        "turns": turns,
-        "subcalls": calls,
-        "coverage": coverage_rows(trace, room, index),
-    }
+
+
+class TraceWriter:
+    """The sampler's writer: buffers whole trajectories, writes them column-wise.
+
+    Rows are built as Arrow columns straight from the trace objects (one list
+    comprehension per column) rather than as per-row dicts, because Python
+    per-value work, not DuckDB, bounds ingest speed. ``flush`` writes every
+    buffered trajectory with its turns, subagent calls and coverage in one
+    transaction: a trajectory is in the warehouse whole or not at all.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self.trajectories: list[dict[str, Any]] = []
+        self.turns: list[tuple[str, Turn]] = []
+        self.calls: list[tuple[str, int, Subcall]] = []
+        self.coverage: list[dict[str, Any]] = []
+
+    def add(self, trace: Trace, row: dict[str, Any], coverage: list[dict[str, Any]]) -> None:
+        tid = trace.trajectory_id
+        self.trajectories.append(row)
+        self.turns.extend((tid, t) for t in trace.turns)
+        self.calls.extend((tid, i, c) for i, c in enumerate(_all_subcalls(trace)))
+        self.coverage.extend(coverage)
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    def _turn_table(self) -> pa.Table:
+        ts = self.turns
+        return pa.table(
+            {
+                "trajectory_id": [tid for tid, _ in ts],
+                "turn_index": pa.array([t.index for _, t in ts], pa.int32()),
+                "new_messages": [orjson.dumps(t.new_messages).decode() for _, t in ts],
+                "completion": [t.completion for _, t in ts],
+                "code": [t.code for _, t in ts],
+                "output": [t.output for _, t in ts],
+                "error": [t.error for _, t in ts],
+                "prompt_tokens": pa.array([t.prompt_tokens for _, t in ts], pa.int32()),
+                "completion_tokens": pa.array([t.completion_tokens for _, t in ts], pa.int32()),
+                "started_s": pa.array([t.started_s for _, t in ts], pa.float64()),
+                "ended_s": pa.array([t.ended_s for _, t in ts], pa.float64()),
+            }
+        )
+
+    def _call_table(self) -> pa.Table:
+        cs = self.calls
+        return pa.table(
+            {
+                "trajectory_id": [tid for tid, _, _ in cs],
+                "call_index": pa.array([i for _, i, _ in cs], pa.int32()),
+                "turn_index": pa.array([c.turn_index for _, _, c in cs], pa.int32()),
+                "depth": pa.array([c.depth for _, _, c in cs], pa.int32()),
+                "parent_call": pa.array([c.parent_call for _, _, c in cs], pa.int32()),
+                "model": [c.model for _, _, c in cs],
+                "prompt": [c.prompt for _, _, c in cs],
+                "response": [c.response for _, _, c in cs],
+                "error": [c.error for _, _, c in cs],
+                "prompt_tokens": pa.array([c.prompt_tokens for _, _, c in cs], pa.int32()),
+                "completion_tokens": pa.array([c.completion_tokens for _, _, c in cs], pa.int32()),
+                "latency_s": pa.array([c.latency_s for _, _, c in cs], pa.float64()),
+                "issued_s": pa.array([c.issued_s for _, _, c in cs], pa.float64()),
+                "returned_s": pa.array([c.returned_s for _, _, c in cs], pa.float64()),
+            }
+        )
+
+    def flush(self) -> int:
+        if not self.trajectories:
+            return 0
+        n = len(self.trajectories)
+        with db.transaction(self.con):
+            db.write_arrow(self.con, "trajectories", db.rows_to_arrow(self.con, "trajectories", self.trajectories))
+            db.write_arrow(self.con, "turns", self._turn_table())
+            db.write_arrow(self.con, "subcalls", self._call_table())
+            db.write_rows(self.con, "coverage", self.coverage)
+        self.__init__(self.con)
+        return n
 
 
 def _all_subcalls(trace: Trace):
@@ -245,9 +280,13 @@ def sample_policy(
     dirs = {name: export_dir(cfg, room) for name, room in loaded.items()}
     bar = tqdm(total=len(jobs), desc=desc, unit="traj")
 
+    writer = TraceWriter(con)
+
     def ingest(job: Job, trace: Trace) -> None:
-        rows = trajectory_rows(trace, loaded[job.room], indexes[job.room], policy.policy_id, job.sample_index, purpose)
-        db.write_many(con, rows)
+        room = loaded[job.room]
+        row = trajectory_row(trace, room.room_id, policy.policy_id, job.sample_index, purpose)
+        writer.add(trace, row, coverage_rows(trace, room, indexes[job.room]))
+        writer.flush()  # one transaction per finished trajectory: a kill loses only those in flight
         counts["sampled"] += 1
         counts["failed"] += trace.status == "error"
         bar.update(1)

@@ -124,7 +124,9 @@ class JudgeCache:
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.con = con
 
-    def get_many(self, memo_sha: str, criterion_ids: Sequence[str], judge: str) -> dict[str, tuple[bool, str]]:
+    def get_many(
+        self, memo_sha: str, criterion_ids: Sequence[str], judge: str
+    ) -> dict[str, tuple[bool, str]]:
         if not criterion_ids:
             return {}
         rows = self.con.execute(
@@ -228,7 +230,9 @@ async def judge_memo(
         )
         batches = [todo[i : i + criteria_per_call] for i in range(0, len(todo), criteria_per_call)]
         fresh: dict[str, tuple[bool | None, str]] = {}
-        for part in await asyncio.gather(*(_judge_batch(backend, memo, b, params, max_attempts) for b in batches)):
+        for part in await asyncio.gather(
+            *(_judge_batch(backend, memo, b, params, max_attempts) for b in batches)
+        ):
             fresh.update(part)
         if cache is not None:
             cache.put_many(sha, judge_name, [(cid, p, r) for cid, (p, r) in fresh.items() if p is not None])
@@ -238,7 +242,15 @@ async def judge_memo(
 
 def verdict_rows(trajectory_id: str, judge_name: str, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
     """Rows for the grades table."""
+    at = db.now()
     return [
-        {"trajectory_id": trajectory_id, "criterion_id": cid, "judge": judge_name, "passed": p, "reason": r}
+        {
+            "trajectory_id": trajectory_id,
+            "criterion_id": cid,
+            "judge": judge_name,
+            "passed": p,
+            "reason": r,
+            "graded_at": at,
+        }
         for cid, p, r in verdicts
     ]

@@ -7,8 +7,10 @@ two numbers. ``Trace.to_dict`` / ``Trace.from_dict`` round-trip exactly.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 STATUSES = ("submitted", "turn_limit", "budget", "error", "timeout")
 
@@ -76,7 +78,16 @@ class Trace:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow copies instead of dataclasses.asdict (which deep-copies every
+        # value): the sampler serialises every trace, so this is on the hot path.
+        d = dict(vars(self))
+        d["turns"] = [dict(vars(t)) for t in self.turns]
+        d["subcalls"] = [dict(vars(c)) for c in self.subcalls]
+        d["children"] = [c.to_dict() for c in self.children]
+        return d
+
+    def to_json(self) -> str:
+        return orjson.dumps(self.to_dict()).decode()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trace:

@@ -119,6 +119,9 @@ class LocalBackend:
         if torch.get_num_threads() > _sensible_threads():
             torch.set_num_threads(_sensible_threads())
 
+        adapter = Path(cfg.adapter).expanduser() if cfg.adapter else None
+        if adapter is not None and not (adapter / "adapter_config.json").exists():
+            raise FileNotFoundError(f"models.*.adapter: {adapter} has no adapter_config.json")
         self.cfg = cfg
         path = resolve_model_path(cfg.model)
         self.model_path = path
@@ -131,12 +134,9 @@ class LocalBackend:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         base_name = cfg.model or DEFAULT_MODEL_NAME
         self.name = base_name
-        if cfg.adapter:
+        if adapter is not None:
             from peft import PeftModel
 
-            adapter = Path(cfg.adapter).expanduser()
-            if not (adapter / "adapter_config.json").exists():
-                raise FileNotFoundError(f"models.*.adapter: {adapter} has no adapter_config.json")
             # Merged: one plain model is faster to run than base + LoRA branches.
             model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
             self.name = f"{base_name}+{adapter.name}"

@@ -17,8 +17,8 @@ wrote:
   the contract text.
 - trap: a contract labelled No in a category while labelled Yes in a
   neighbouring one that a careless reader conflates with it (no change of
-  control but an anti-assignment clause; capped but not uncapped liability;
-  a non-compete but no exclusivity) — a memo that flags the absent one fails.
+  control but an anti-assignment clause; capped but not uncapped
+  liability) — a memo that flags the absent one fails.
 
 Rooms draw disjoint contracts from one seeded shuffle, so room i is the same
 whatever n_rooms is, and held-out rooms share no contract with training rooms.
@@ -61,41 +61,182 @@ class Category:
 
 
 CATEGORIES_CUAD: list[Category] = [
-    Category("Change of Control", "change_of_control", "change-of-control",
-             ("change of control", "change in control", "change-of-control", "change-in-control")),
-    Category("Anti-Assignment", "anti_assignment", "anti-assignment",
-             ("anti-assignment", "assignment", "assign", "assignable", "transfer restriction")),
-    Category("Termination for Convenience", "termination_for_convenience", "termination-for-convenience",
-             ("termination for convenience", "terminate for convenience", "terminate at will",
-              "terminate without cause", "termination without cause", "for any reason or no reason")),
-    Category("Exclusivity", "exclusivity", "exclusivity",
-             ("exclusivity", "exclusive", "exclusively", "sole supplier", "sole source")),
-    Category("Non-Compete", "non_compete", "non-compete",
-             ("non-compete", "noncompete", "non compete", "not compete", "non-competition", "noncompetition")),
-    Category("No-Solicit of Customers", "no_solicit_customers", "customer non-solicitation",
-             ("non-solicit", "nonsolicit", "no-solicit", "not solicit", "non-solicitation", "solicitation")),
-    Category("No-Solicit of Employees", "no_solicit_employees", "employee non-solicitation",
-             ("non-solicit", "nonsolicit", "no-solicit", "not solicit", "non-solicitation", "solicitation",
-              "no-hire", "not hire")),
-    Category("Most Favored Nation", "most_favored_nation", "most-favored-nation",
-             ("most favored", "most favoured", "most-favored", "most-favoured", "mfn")),
-    Category("Rofr/Rofo/Rofn", "rofr_rofo_rofn", "right of first refusal/offer/negotiation",
-             ("right of first refusal", "right of first offer", "right of first negotiation", "rofr", "rofo",
-              "rofn", "first refusal")),
-    Category("Cap on Liability", "cap_on_liability", "liability cap",
-             ("cap on liability", "liability cap", "limitation of liability", "limitation on liability",
-              "capped", "liability is limited", "limited liability")),
-    Category("Uncapped Liability", "uncapped_liability", "uncapped liability",
-             ("uncapped", "unlimited liability", "not capped", "no cap", "without limit")),
-    Category("Liquidated Damages", "liquidated_damages", "liquidated damages",
-             ("liquidated damages", "termination fee", "break fee", "penalty")),
-    Category("IP Ownership Assignment", "ip_ownership_assignment", "IP ownership assignment",
-             ("ip ownership", "ownership of intellectual property", "ownership of ip", "ip assignment",
-              "assignment of intellectual property", "assigns intellectual property", "intellectual property assignment",
-              "work product", "work made for hire", "work for hire")),
-    Category("Minimum Commitment", "minimum_commitment", "minimum commitment",
-             ("minimum commitment", "minimum purchase", "minimum order", "minimum volume", "minimum quantity",
-              "take-or-pay", "take or pay", "minimum annual", "minimum payment")),
+    Category(
+        "Change of Control",
+        "change_of_control",
+        "change-of-control",
+        ("change of control", "change in control", "change-of-control", "change-in-control"),
+    ),
+    Category(
+        "Anti-Assignment",
+        "anti_assignment",
+        "anti-assignment",
+        # Not bare "assignment": "IP ownership assignment" is another category.
+        (
+            "anti-assignment",
+            "assignment restriction",
+            "restriction on assignment",
+            "restrictions on assignment",
+            "prohibition on assignment",
+            "prohibits assignment",
+            "assignment clause",
+            "assignment provision",
+            "assignment requires",
+            "assignment without",
+            "consent to assign",
+            "consent to any assignment",
+            "consent to the assignment",
+            "consent to assignment",
+            "not assign",
+            "not be assigned",
+            "non-assignable",
+            "not assignable",
+        ),
+    ),
+    Category(
+        "Termination for Convenience",
+        "termination_for_convenience",
+        "termination-for-convenience",
+        (
+            "termination for convenience",
+            "terminate for convenience",
+            "terminate at will",
+            "terminate without cause",
+            "termination without cause",
+            "for any reason or no reason",
+        ),
+    ),
+    Category(
+        "Exclusivity",
+        "exclusivity",
+        "exclusivity",
+        # Not bare "exclusive": it is inside "non-exclusive", which says the opposite.
+        (
+            "exclusivity",
+            "exclusively",
+            "exclusive dealing",
+            "exclusive basis",
+            "exclusive distribut",
+            "exclusive right to",
+            "sole and exclusive",
+            "sole supplier",
+            "sole source",
+        ),
+    ),
+    Category(
+        "Non-Compete",
+        "non_compete",
+        "non-compete",
+        ("non-compete", "noncompete", "non compete", "not compete", "non-competition", "noncompetition"),
+    ),
+    Category(
+        "No-Solicit of Customers",
+        "no_solicit_customers",
+        "customer non-solicitation",
+        ("non-solicit", "nonsolicit", "no-solicit", "not solicit", "non-solicitation", "solicitation"),
+    ),
+    Category(
+        "No-Solicit of Employees",
+        "no_solicit_employees",
+        "employee non-solicitation",
+        (
+            "non-solicit",
+            "nonsolicit",
+            "no-solicit",
+            "not solicit",
+            "non-solicitation",
+            "solicitation",
+            "no-hire",
+            "not hire",
+        ),
+    ),
+    Category(
+        "Most Favored Nation",
+        "most_favored_nation",
+        "most-favored-nation",
+        ("most favored", "most favoured", "most-favored", "most-favoured", "mfn"),
+    ),
+    Category(
+        "Rofr/Rofo/Rofn",
+        "rofr_rofo_rofn",
+        "right of first refusal/offer/negotiation",
+        (
+            "right of first refusal",
+            "right of first offer",
+            "right of first negotiation",
+            "rofr",
+            "rofo",
+            "rofn",
+            "first refusal",
+        ),
+    ),
+    Category(
+        "Cap on Liability",
+        "cap_on_liability",
+        "liability cap",
+        (
+            "cap on liability",
+            "liability cap",
+            "limitation of liability",
+            "limitation on liability",
+            "liability is capped",
+            "capped at",
+            "liability is limited",
+            "limits liability",
+        ),
+    ),
+    Category(
+        "Uncapped Liability",
+        "uncapped_liability",
+        "uncapped liability",
+        (
+            "uncapped",
+            "unlimited liability",
+            "not capped",
+            "no cap on liability",
+            "no liability cap",
+            "liability is unlimited",
+        ),
+    ),
+    Category(
+        "Liquidated Damages",
+        "liquidated_damages",
+        "liquidated damages",
+        ("liquidated damages", "termination fee", "break fee", "penalty"),
+    ),
+    Category(
+        "IP Ownership Assignment",
+        "ip_ownership_assignment",
+        "IP ownership assignment",
+        (
+            "ip ownership",
+            "ownership of intellectual property",
+            "ownership of ip",
+            "ip assignment",
+            "assignment of intellectual property",
+            "assigns intellectual property",
+            "intellectual property assignment",
+            "work product",
+            "work made for hire",
+            "work for hire",
+        ),
+    ),
+    Category(
+        "Minimum Commitment",
+        "minimum_commitment",
+        "minimum commitment",
+        (
+            "minimum commitment",
+            "minimum purchase",
+            "minimum order",
+            "minimum volume",
+            "minimum quantity",
+            "take-or-pay",
+            "take or pay",
+            "minimum annual",
+            "minimum payment",
+        ),
+    ),
 ]
 _BY_COLUMN = {c.column: c for c in CATEGORIES_CUAD}
 
@@ -103,36 +244,93 @@ _BY_COLUMN = {c.column: c for c in CATEGORIES_CUAD}
 TRAPS: list[tuple[str, str]] = [
     ("Change of Control", "Anti-Assignment"),
     ("Uncapped Liability", "Cap on Liability"),
-    ("Exclusivity", "Non-Compete"),
 ]
 
 # Contract type (keywords in the file name, first match wins) -> (category, subfolder).
 CONTRACT_TYPES: list[tuple[tuple[str, ...], str, str]] = [
     (("JOINT FILING",), "corporate", "joint_filings"),
-    (("CAPITAL MAINTENANCE", "LIQUIDITY MAINTENANCE", "YIELD MAINTENANCE", "ESCROW AGREEMENT"),
-     "financing", "support_agreements"),
-    (("NON COMPETITION", "NON-COMPETITION", "COMPETITION AGREEMENT"), "material_contracts", "restrictive_covenants"),
+    (
+        ("CAPITAL MAINTENANCE", "LIQUIDITY MAINTENANCE", "YIELD MAINTENANCE", "ESCROW AGREEMENT"),
+        "financing",
+        "support_agreements",
+    ),
+    (
+        ("NON COMPETITION", "NON-COMPETITION", "COMPETITION AGREEMENT"),
+        "material_contracts",
+        "restrictive_covenants",
+    ),
     (("LICENSE", "LICENCE", "LICENSING", "TRADEMARK"), "intellectual_property", "licenses"),
     (("INTELLECTUAL PROPERTY",), "intellectual_property", "ip_agreements"),
     (("DISTRIBUT", "RESELLER", "DEALER", "REMARKETING"), "material_contracts", "distribution"),
     (("SUPPLY", "MANUFACTUR", "PURCHASE"), "suppliers", "supply_manufacturing"),
     (("FRANCHISE",), "material_contracts", "franchise"),
-    (("SPONSOR", "ENDORSE", "PROMOTION", "MARKETING", "BRANDING", "AFFILIATE", "AGENCY"),
-     "material_contracts", "marketing"),
-    (("HOSTING", "MAINTENANCE", "SUPPORT", "OUTSOURC", "SERVIC", "CONSULT", "TRANSPORT", "OPERATION",
-      "MANAGEMENT"), "material_contracts", "services"),
-    (("ALLIANCE", "COLLABORAT", "COOPERATION", "JOINT VENTURE", "DEVELOPMENT"), "material_contracts",
-     "collaboration"),
+    (
+        ("SPONSOR", "ENDORSE", "PROMOTION", "MARKETING", "BRANDING", "AFFILIATE", "AGENCY"),
+        "material_contracts",
+        "marketing",
+    ),
+    (
+        (
+            "HOSTING",
+            "MAINTENANCE",
+            "SUPPORT",
+            "OUTSOURC",
+            "SERVIC",
+            "CONSULT",
+            "TRANSPORT",
+            "OPERATION",
+            "MANAGEMENT",
+        ),
+        "material_contracts",
+        "services",
+    ),
+    (
+        ("ALLIANCE", "COLLABORAT", "COOPERATION", "JOINT VENTURE", "DEVELOPMENT"),
+        "material_contracts",
+        "collaboration",
+    ),
 ]
 
 _TARGET_NAMES = [
-    "Aldermoor", "Bexley", "Caldera", "Dunmore", "Everly", "Fairhaven", "Granite Peak", "Halvorsen",
-    "Ironwood", "Juniper", "Kestrel", "Larchmont", "Meridian", "Northgate", "Oakhurst", "Pemberton",
-    "Quillon", "Redfern", "Silverlake", "Thornbury", "Valmont", "Westbrook", "Yarrow", "Zephyr",
+    "Aldermoor",
+    "Bexley",
+    "Caldera",
+    "Dunmore",
+    "Everly",
+    "Fairhaven",
+    "Granite Peak",
+    "Halvorsen",
+    "Ironwood",
+    "Juniper",
+    "Kestrel",
+    "Larchmont",
+    "Meridian",
+    "Northgate",
+    "Oakhurst",
+    "Pemberton",
+    "Quillon",
+    "Redfern",
+    "Silverlake",
+    "Thornbury",
+    "Valmont",
+    "Westbrook",
+    "Yarrow",
+    "Zephyr",
 ]
 _TARGET_SUFFIXES = ["Holdings, Inc.", "Group, Inc.", "Industries Corp.", "Technologies, Inc.", "Brands, Inc."]
-_FOLD = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'",
-                       "\u2013": "-", "\u2014": "-", "\u2011": "-", "\u00a0": " "})
+_FOLD = str.maketrans(
+    {
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2011": "-",
+        "\u00a0": " ",
+    }
+)
 
 
 @dataclass
@@ -237,18 +435,24 @@ def load_cuad(corpus: str | Path) -> tuple[list[CuadContract], list[CuadContract
             file = re.sub(r"\.pdf$", "", row["Filename"], flags=re.I) + ".txt"
             if file not in texts:
                 continue  # the shared corpus is a subset of CUAD
-            c = CuadContract(file=file, text=texts.pop(file).read_text(encoding="utf-8"),
-                             name=(row.get("Document Name-Answer") or "").strip() or Path(file).stem)
+            c = CuadContract(
+                file=file,
+                text=texts.pop(file).read_text(encoding="utf-8"),
+                name=(row.get("Document Name-Answer") or "").strip() or Path(file).stem,
+            )
             for cat in CATEGORIES_CUAD:
                 try:
                     excerpts = ast.literal_eval(row[cat.column] or "[]")
                 except (ValueError, SyntaxError, KeyError) as e:
-                    raise RoomError(f"{table}: line {line}: field {cat.column!r}: not a list of excerpts ({e})") from None
+                    raise RoomError(
+                        f"{table}: line {line}: field {cat.column!r}: not a list of excerpts ({e})"
+                    ) from None
                 c.excerpts[cat.column] = [str(x) for x in excerpts]
                 c.answers[cat.column] = (row.get(f"{cat.column}-Answer") or "").strip()
             labelled.append(c)
     unlabelled = [
-        CuadContract(file=name, text=p.read_text(encoding="utf-8"), name=Path(name).stem) for name, p in texts.items()
+        CuadContract(file=name, text=p.read_text(encoding="utf-8"), name=Path(name).stem)
+        for name, p in texts.items()
     ]
     return labelled, unlabelled
 
@@ -275,8 +479,13 @@ def _maud_parents(corpus: Path) -> dict[str, str]:
 
 
 def _slug(file_name: str) -> str:
+    """A short file name: "ACCURAYINC_09_01_2010-EX-10.31-DISTRIBUTOR AGREEMENT" -> "accurayinc_distributor_agreement"."""
     stem = Path(file_name).stem
-    return re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_")[:80] or "contract"
+    # EDGAR exhibit names are COMPANY_DATE-...-EX-<number>-TYPE; keep company and type.
+    company = re.match(r"^(.*?)_(\d{8}|\d\d_\d\d_\d{4})(?=[-_])", stem)
+    kind = re.sub(r"^.*(?<![A-Za-z])EX-[\w.()]*?[-_]", "", stem)
+    short = f"{company.group(1)} {kind}" if company and kind != stem else stem
+    return re.sub(r"[^a-z0-9]+", "_", short.lower()).strip("_")[:80] or "contract"
 
 
 def build_cuad_rooms(
@@ -334,11 +543,20 @@ def _room(
     rng = random.Random(f"cuad:{seed}:{index}")
     target = f"{rng.choice(_TARGET_NAMES)} {rng.choice(_TARGET_SUFFIXES)}"
     documents = [
-        Document(path="00_deal/merger_agreement.txt", category="corporate",
-                 title=f"Agreement and Plan of Merger ({merger.stem})", text=merger.read_text(encoding="utf-8"),
-                 doc_kind="agreement"),
-        Document(path="00_deal/nda.txt", category="corporate", title=f"Non-Disclosure Agreement ({nda.stem})",
-                 text=nda.read_text(encoding="utf-8"), doc_kind="agreement"),
+        Document(
+            path="00_deal/merger_agreement.txt",
+            category="corporate",
+            title=f"Agreement and Plan of Merger ({merger.stem})",
+            text=merger.read_text(encoding="utf-8"),
+            doc_kind="agreement",
+        ),
+        Document(
+            path="00_deal/nda.txt",
+            category="corporate",
+            title=f"Non-Disclosure Agreement ({nda.stem})",
+            text=nda.read_text(encoding="utf-8"),
+            doc_kind="agreement",
+        ),
     ]
     placed: list[tuple[CuadContract, str]] = []
     used: set[str] = {d.path for d in documents}
@@ -356,11 +574,21 @@ def _room(
     criteria = [crit for c, path in placed for crit in _criteria(c, path)]
     room = Room(
         name=name,
-        target={"name": target, "industry": "diversified", "jurisdiction": "Delaware",
-                "note": "fictional target holding real public contracts"},
-        deal={"type": "merger", "buyer": parents.get(merger.name, "the acquirer named in the merger agreement"),
-              "agreement": "00_deal/merger_agreement.txt", "nda": "00_deal/nda.txt",
-              "maud_document": merger.name, "contractnli_document": nda.name, "sources": SOURCES},
+        target={
+            "name": target,
+            "industry": "diversified",
+            "jurisdiction": "Delaware",
+            "note": "fictional target holding real public contracts",
+        },
+        deal={
+            "type": "merger",
+            "buyer": parents.get(merger.name, "the acquirer named in the merger agreement"),
+            "agreement": "00_deal/merger_agreement.txt",
+            "nda": "00_deal/nda.txt",
+            "maud_document": merger.name,
+            "contractnli_document": nda.name,
+            "sources": SOURCES,
+        },
         documents=documents,
         criteria=criteria,
         source="cuad",

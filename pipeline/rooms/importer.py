@@ -35,23 +35,61 @@ from pipeline.rooms.store import RoomError
 # employees, employment). "License" is deliberately absent: "IP licenses" and
 # "permits and licenses" want different categories (their other word decides).
 CATEGORY_KEYWORDS: list[tuple[str, list[str]]] = [
-    ("intellectual_property", ["intellectual property", "ip", "patent*", "trademark*", "copyright*",
-                               "trade secret*", "software", "domain name*"]),
-    ("data_privacy", ["data privacy", "privacy", "data protection", "gdpr", "cyber*", "information security"]),
+    (
+        "intellectual_property",
+        [
+            "intellectual property",
+            "ip",
+            "patent*",
+            "trademark*",
+            "copyright*",
+            "trade secret*",
+            "software",
+            "domain name*",
+        ],
+    ),
+    (
+        "data_privacy",
+        ["data privacy", "privacy", "data protection", "gdpr", "cyber*", "information security"],
+    ),
     ("tax", ["tax*", "vat"]),
     ("insurance", ["insurance*", "insurer*"]),
     ("environmental", ["environment*", "ehs", "hse", "health and safety"]),
-    ("employment", ["employ*", "hr", "human resource*", "personnel", "staff", "labor", "labour", "benefit*",
-                    "compensation", "pension*", "people", "workforce"]),
-    ("capitalization", ["capitali*", "cap table*", "equity", "share*", "stockholder*", "stock", "securities",
-                        "options"]),
+    (
+        "employment",
+        [
+            "employ*",
+            "hr",
+            "human resource*",
+            "personnel",
+            "staff",
+            "labor",
+            "labour",
+            "benefit*",
+            "compensation",
+            "pension*",
+            "people",
+            "workforce",
+        ],
+    ),
+    (
+        "capitalization",
+        ["capitali*", "cap table*", "equity", "share*", "stockholder*", "stock", "securities", "options"],
+    ),
     ("customers", ["customer*", "client*", "sales"]),
     ("suppliers", ["supplier*", "vendor*", "procurement", "supply", "purchasing"]),
-    ("financing", ["financing*", "debt", "loan*", "credit*", "lending", "indebtedness", "bank*", "guarantee*"]),
-    ("financial_statements", ["financial statement*", "financials", "finance*", "financial", "accounting",
-                              "accounts", "audit*"]),
-    ("real_estate", ["real estate", "real property", "property", "properties", "lease*", "premises",
-                     "facilities"]),
+    (
+        "financing",
+        ["financing*", "debt", "loan*", "credit*", "lending", "indebtedness", "bank*", "guarantee*"],
+    ),
+    (
+        "financial_statements",
+        ["financial statement*", "financials", "finance*", "financial", "accounting", "accounts", "audit*"],
+    ),
+    (
+        "real_estate",
+        ["real estate", "real property", "property", "properties", "lease*", "premises", "facilities"],
+    ),
     ("litigation", ["litigation*", "dispute*", "claim*", "legal proceeding*", "lawsuit*", "proceedings"]),
     ("regulatory", ["regulat*", "compliance", "permit*", "government*", "sanction*", "export*", "antitrust"]),
     ("material_contracts", ["material contract*", "contract*", "agreement*", "commercial", "material"]),
@@ -76,10 +114,33 @@ DOC_KIND_KEYWORDS: list[tuple[str, list[str]]] = [
 
 _INDEX_PREFIX = re.compile(r"^\s*\d+(\.\d+)*\s+")
 _HTML_BLOCKS = [
-    "p", "div", "section", "article", "header", "footer", "main", "aside", "nav", "li", "ul", "ol", "dl",
-    "dt", "dd", "table", "tr", "thead", "tbody", "blockquote", "pre", "h1", "h2", "h3", "h4", "h5", "h6",
-    "hr", "address", "figure", "figcaption", "title",
+    "p",
+    "div",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "main",
+    "aside",
+    "nav",
+    "ul",
+    "ol",
+    "dl",
+    "table",
+    "blockquote",
+    "pre",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "address",
+    "figure",
+    "figcaption",
 ]
+_HTML_LINES = ["li", "tr", "dt", "dd"]  # one line each, no blank line between siblings
 
 
 @dataclass
@@ -302,7 +363,9 @@ def _read_html(data: bytes, shown: str, warnings: list[str]) -> tuple[str, str]:
 
     soup = BeautifulSoup(data, "html.parser")
     if getattr(soup, "contains_replacement_characters", False):
-        warnings.append(f"{shown}: not valid in its declared or detected encoding; bad bytes replaced with U+FFFD")
+        warnings.append(
+            f"{shown}: not valid in its declared or detected encoding; bad bytes replaced with U+FFFD"
+        )
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup(["script", "style", "noscript", "template", "head"]):
         tag.decompose()
@@ -315,8 +378,10 @@ def _read_html(data: bytes, shown: str, warnings: list[str]) -> tuple[str, str]:
         br.replace_with("\n")
     for cell in soup.find_all(["td", "th"]):
         cell.insert_after(" | ")
-    for tag in soup.find_all(_HTML_BLOCKS):
+    for tag in soup.find_all(_HTML_LINES):
         tag.insert_before("\n")
-        tag.insert_after("\n")
+    for tag in soup.find_all(_HTML_BLOCKS):
+        tag.insert_before("\n\n")
+        tag.insert_after("\n\n")
     lines = [line.strip().removesuffix(" |").strip() for line in soup.get_text().split("\n")]
     return "\n".join(lines), title

@@ -86,7 +86,10 @@ def _yaml_rows(path: Path, raw: str) -> list[tuple[str, Any]]:
         node = next(v for k, v in node.value if k.value == "criteria")
     if not isinstance(data, list):
         raise RoomError(f"{path}: top level is a list of criteria, not {type(data).__name__}")
-    return [(f"item {i + 1} (line {n.start_mark.line + 1})", item) for i, (item, n) in enumerate(zip(data, node.value))]
+    return [
+        (f"item {i + 1} (line {n.start_mark.line + 1})", item)
+        for i, (item, n) in enumerate(zip(data, node.value, strict=True))
+    ]
 
 
 def _jsonl_rows(path: Path, raw: str) -> list[tuple[str, Any]]:

@@ -96,8 +96,8 @@ def date_str(year: int, month: int, day: int) -> str:
 
 
 # ---------------------------------------------------------------- boilerplate pool
-_SUBJECTS = ["Each party", "The Company", "The Counterparty", "The receiving party",
-             "Each of the parties", "The Supplier", "The Customer", "The Licensee", "The Borrower"]
+_SUBJECTS = ["Each party", "The Company", "The Counterparty", "The receiving party", "Each of the parties",
+             "The performing party", "The responsible party"]
 _PHRASES = [
     "shall comply with all applicable laws, rules and regulations in the performance of its obligations hereunder",
     "shall maintain complete and accurate books and records relating to the matters described in this Section",
@@ -197,6 +197,11 @@ class Writer:
     def date(self) -> str:
         return self.dates[self.rng.randrange(len(self.dates))]
 
+    def date_pair(self) -> tuple[str, str]:
+        """Two dates, the first strictly earlier (an agreement and its later amendment)."""
+        i, j = sorted(self.rng.sample(range(len(self.dates)), 2))
+        return self.dates[i], self.dates[j]
+
     def lead(self, ref: str, party: str) -> str:
         """One sentence, prefixed by ``ref`` (a section number, or empty)."""
         body = self._lead(party)
@@ -235,7 +240,7 @@ class Writer:
 
     def paragraph(self, ref: str, party: str) -> str:
         r = self.rng
-        return self.lead(ref, party) + " " + " ".join(r.choices(BOILERPLATE, k=r.randrange(2, 5)))
+        return self.lead(ref, party) + " " + " ".join(r.sample(BOILERPLATE, r.randrange(2, 5)))
 
     def sections(self, party: str, chars: int, start: int = 1, planted: list[tuple[str, str]] | None = None,
                  headings: list[str] | None = None) -> tuple[list[str], dict[str, str]]:

@@ -112,8 +112,10 @@ create table turns (
     prompt_tokens integer not null,
     completion_tokens integer not null,
     started_s double not null,
-    ended_s double not null,
-    primary key (trajectory_id, turn_index)
+    ended_s double not null
+    -- no primary key on the high-volume child tables: rows are only ever written
+    -- together with their trajectory (whose key is enforced), and index upkeep
+    -- would halve ingest speed
 );
 
 create table subcalls (
@@ -130,8 +132,7 @@ create table subcalls (
     completion_tokens integer not null,
     latency_s double not null,
     issued_s double not null,        -- seconds from trajectory start
-    returned_s double not null,
-    primary key (trajectory_id, call_index)
+    returned_s double not null
 );
 
 create table grades (
@@ -140,8 +141,9 @@ create table grades (
     judge varchar not null,          -- reference | llm:<model>
     passed boolean,                  -- null = ungraded (judge failed), never counted
     reason varchar,
-    graded_at timestamp not null default current_timestamp,
-    primary key (trajectory_id, criterion_id, judge)
+    graded_at timestamp not null default current_timestamp
+    -- one row per (trajectory, criterion, judge): the grade stage only grades
+    -- trajectories that have no rows from that judge, in one transaction each
 );
 
 create table judge_cache (
@@ -159,8 +161,7 @@ create table coverage (
     grouping varchar not null,       -- total | folder | category
     group_value varchar not null,    -- '' for total
     n_probes integer not null,
-    n_seen integer not null,
-    primary key (trajectory_id, scope, grouping, group_value)
+    n_seen integer not null
 );
 
 create table selections (

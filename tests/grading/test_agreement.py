@@ -11,16 +11,49 @@ from pipeline.stats import cohen_kappa
 
 def _trajectory(tid: str, room: str) -> dict:
     return {
-        "trajectory_id": tid, "room_id": room, "policy_id": "p0", "sample_index": int(tid[-1]),
-        "purpose": "train", "harness": "rlm", "status": "submitted", "memo": "memo", "n_turns": 1,
-        "n_subcalls": 0, "root_prompt_tokens": 1, "root_completion_tokens": 1, "sub_prompt_tokens": 0,
-        "sub_completion_tokens": 0, "wall_s": 1.0, "delegated_chars": 0, "memo_chars": 4, "n_findings": 0,
-        "n_findings_carried": 0, "started_at": datetime(2025, 1, 1), "trace": {},
+        "trajectory_id": tid,
+        "room_id": room,
+        "policy_id": "p0",
+        "sample_index": int(tid[-1]),
+        "purpose": "train",
+        "harness": "rlm",
+        "status": "submitted",
+        "memo": "memo",
+        "n_turns": 1,
+        "n_subcalls": 0,
+        "root_prompt_tokens": 1,
+        "root_completion_tokens": 1,
+        "sub_prompt_tokens": 0,
+        "sub_completion_tokens": 0,
+        "wall_s": 1.0,
+        "delegated_chars": 0,
+        "memo_chars": 4,
+        "n_findings": 0,
+        "n_findings_carried": 0,
+        "started_at": datetime(2025, 1, 1),
+        "trace": {},
     }
 
 
 def _criterion(room: str, cid: str, kind: str) -> dict:
-    return {"room_id": room, "criterion_id": cid, "kind": kind, "text": f"{kind} {cid}", "spec": {}, "is_trap": False}
+    return {
+        "room_id": room,
+        "criterion_id": cid,
+        "kind": kind,
+        "text": f"{kind} {cid}",
+        "spec": {},
+        "is_trap": False,
+    }
+
+
+def _grade(tid: str, cid: str, judge: str, passed: bool | None) -> dict:
+    return {
+        "trajectory_id": tid,
+        "criterion_id": cid,
+        "judge": judge,
+        "passed": passed,
+        "graded_at": db.now(),
+    }
 
 
 @pytest.fixture
@@ -28,23 +61,38 @@ def con(tmp_path):
     con = db.connect(tmp_path / "w.duckdb")
     # (trajectory, criterion, reference verdict, llm verdict); criterion ids repeat across rooms on purpose.
     pairs = [
-        ("t1", "i1", True, True), ("t1", "i2", True, False), ("t2", "i1", False, False), ("t2", "i2", False, False),
-        ("t1", "c1", True, True), ("t2", "c1", True, True), ("t3", "c1", True, None),
+        ("t1", "i1", True, True),
+        ("t1", "i2", True, False),
+        ("t2", "i1", False, False),
+        ("t2", "i2", False, False),
+        ("t1", "c1", True, True),
+        ("t2", "c1", True, True),
+        ("t3", "c1", True, None),
     ]
     grades = []
     for tid, cid, ref, llm in pairs:
-        grades.append({"trajectory_id": tid, "criterion_id": cid, "judge": "reference", "passed": ref})
-        grades.append({"trajectory_id": tid, "criterion_id": cid, "judge": "llm:m", "passed": llm})
+        grades.append(_grade(tid, cid, "reference", ref))
+        grades.append(_grade(tid, cid, "llm:m", llm))
     # Graded by the reference judge only: not part of any comparison.
-    grades.append({"trajectory_id": "t4", "criterion_id": "i1", "judge": "reference", "passed": True})
-    crits = [_criterion(r, "i1", "identify") for r in ("ra", "rb")] + [_criterion(r, "i2", "identify") for r in ("ra", "rb")]
+    grades.append(_grade("t4", "i1", "reference", True))
+    crits = [_criterion(r, "i1", "identify") for r in ("ra", "rb")] + [
+        _criterion(r, "i2", "identify") for r in ("ra", "rb")
+    ]
     # In room rb, c1 is a 'cite' criterion; in ra the same id is 'connect' (joins must use the room).
     crits += [_criterion("rb", "c1", "cite"), _criterion("ra", "c1", "connect")]
-    db.write_many(con, {
-        "trajectories": [_trajectory("t1", "rb"), _trajectory("t2", "rb"), _trajectory("t3", "rb"), _trajectory("t4", "ra")],
-        "criteria": crits,
-        "grades": grades,
-    })
+    db.write_many(
+        con,
+        {
+            "trajectories": [
+                _trajectory("t1", "rb"),
+                _trajectory("t2", "rb"),
+                _trajectory("t3", "rb"),
+                _trajectory("t4", "ra"),
+            ],
+            "criteria": crits,
+            "grades": grades,
+        },
+    )
     return con
 
 

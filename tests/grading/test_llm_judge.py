@@ -60,7 +60,9 @@ class JudgeServer:
             content = 'Sure! Here are the verdicts: {"verdicts": [{"id": "1", "pass": tru'
         else:
             verdicts = [
-                {"id": i, "pass": "pass-me" in t, "reason": f"checked {i}"} for i, t in items if "OMIT" not in t
+                {"id": i, "pass": "pass-me" in t, "reason": f"checked {i}"}
+                for i, t in items
+                if "OMIT" not in t
             ]
             content = json.dumps({"verdicts": verdicts})
             if len(self.requests) % 2:
@@ -71,7 +73,11 @@ class JudgeServer:
                 "object": "chat.completion",
                 "model": body.get("model", "judge-model"),
                 "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
                 ],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
             }
@@ -121,7 +127,13 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
 
     async def scenario(backend, server):
         first = await judge_memo(
-            backend, MEMO, CRITERIA, judge_name="llm:judge-model", criteria_per_call=2, max_attempts=3, cache=cache
+            backend,
+            MEMO,
+            CRITERIA,
+            judge_name="llm:judge-model",
+            criteria_per_call=2,
+            max_attempts=3,
+            cache=cache,
         )
         n_first = len(server.requests)
         graded = [c for c in CRITERIA if c.criterion_id in {"c1", "c2", "c3", "c4", "c8"}]
@@ -130,7 +142,12 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
         )
         n_again = len(server.requests) - n_first
         other = await judge_memo(
-            backend, MEMO + " Also.", CRITERIA[:2], judge_name="llm:judge-model", criteria_per_call=2, cache=cache
+            backend,
+            MEMO + " Also.",
+            CRITERIA[:2],
+            judge_name="llm:judge-model",
+            criteria_per_call=2,
+            cache=cache,
         )
         return first, n_first, again, n_again, other, server
 
@@ -162,7 +179,9 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
     assert n_again == 0
     assert again == [(cid, by_id[cid][0], by_id[cid][1]) for cid in ("c1", "c2", "c3", "c4", "c8")]
     assert [v[1] for v in other] == [True, False]
-    rows = con.execute("select criterion_id, passed from judge_cache order by memo_hash, criterion_id").fetchall()
+    rows = con.execute(
+        "select criterion_id, passed from judge_cache order by memo_hash, criterion_id"
+    ).fetchall()
     # Ungraded verdicts are not cached (a rerun tries them again).
     assert len(rows) == 5 + 2
     assert con.execute(
@@ -171,7 +190,9 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
 
 
 def test_parse_verdicts_strict():
-    ok, problems = parse_verdicts('```json\n{"verdicts": [{"id": "1", "pass": true, "reason": "yes"}]}\n```', ["1"])
+    ok, problems = parse_verdicts(
+        '```json\n{"verdicts": [{"id": "1", "pass": true, "reason": "yes"}]}\n```', ["1"]
+    )
     assert ok == {"1": (True, "yes")} and problems == {}
     text = json.dumps(
         {
@@ -199,7 +220,9 @@ def test_parse_verdicts_strict():
 
 def test_memo_over_judge_context_is_ungraded_without_retry():
     backend = ScriptedBackend(["never used"], context_tokens=50)
-    out = asyncio.run(judge_memo(backend, "word " * 400, CRITERIA[:3], judge_name="llm:x", criteria_per_call=8))
+    out = asyncio.run(
+        judge_memo(backend, "word " * 400, CRITERIA[:3], judge_name="llm:x", criteria_per_call=8)
+    )
     assert [p for _, p, _ in out] == [None, None, None]
     assert "context" in out[0][2]
     assert len(backend.calls) == 1
@@ -220,7 +243,9 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
     except pytest.FixtureLookupError:
         pytest.skip("tests/conftest.py has no transformers_server fixture yet")
     criteria = CRITERIA[:3]
-    cfg = BackendConfig(kind="openai", base_url=server.base_url, model=server.model, timeout_s=300, max_retries=1)
+    cfg = BackendConfig(
+        kind="openai", base_url=server.base_url, model=server.model, timeout_s=300, max_retries=1
+    )
     try:
         backend = make_backend(cfg)
     except ImportError:
@@ -231,7 +256,12 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
     async def go():
         try:
             return await judge_memo(
-                backend, MEMO, criteria, judge_name=f"llm:{server.model}", criteria_per_call=3, max_attempts=2,
+                backend,
+                MEMO,
+                criteria,
+                judge_name=f"llm:{server.model}",
+                criteria_per_call=3,
+                max_attempts=2,
                 max_tokens=160,
             )
         finally:

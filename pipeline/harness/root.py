@@ -1,0 +1,364 @@
+"""The RLM root loop: one trajectory of the root agent working a data room through a REPL.
+
+Each turn the root model sees the conversation so far and writes a
+```python block; the block runs in the episode's sandboxed REPL
+(pipeline.harness.sandbox), and what the REPL printed (cut at
+``harness.output_chars``), with a short traceback or limit message, is the
+next user message. Subagent calls from the REPL (``llm_query`` /
+``llm_batch``) go through one ``SubagentRunner`` per episode, which enforces
+the trajectory's call and token budgets and records every call.
+
+Endings (``Trace.status``): ``submitted`` (the code called ``submit(memo)``),
+``turn_limit`` (after ``max_turns`` the root is asked once for its memo and
+did not submit; its final completion is the memo), ``budget`` (the subagent
+budget ran out), ``timeout`` (``episode_timeout_s``), ``error`` (anything
+else, with the reason). Model misbehaviour never raises out of
+``run_episode``.
+
+Depth 2 (``harness.max_depth >= 2``): ``rlm_query(prompt, paths)`` runs a
+child episode over a sub-room of those documents, exported to its own
+folder, with its own sandbox and budget. The call is recorded in the
+parent's ``subcalls`` (model ``rlm:<root>``) and the child's trace in
+``children``; the child's own subcalls carry ``depth = 2`` and
+``parent_call`` = that call's index, and their ``turn_index`` is the
+child's turn. All times of a child are on its parent's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import HarnessConfig, SamplingConfig
+from pipeline.harness.codeblocks import close_open_block, code_blocks
+from pipeline.harness.episode import EpisodeRecorder, cut, now_iso
+from pipeline.harness.prompts import PromptError, build_messages, load_variant, room_info
+from pipeline.harness.subagents import ERROR_PREFIX, SubagentRunner
+from pipeline.harness.trace import Subcall, Trace
+from pipeline.llm.base import Backend, ContextLimitError, GenerationParams
+from pipeline.rooms.model import Room
+
+# The root stops at the end of its code block, so it never writes the REPL's answer itself.
+CODE_STOP = ["\n```\n"]
+# Tracebacks and limit messages shown to the root are kept short; the code is the root's own.
+ERROR_CHARS = 1500
+RLM_MODEL_PREFIX = "rlm:"
+
+
+def format_cell(result: Any, output_chars: int) -> tuple[str, str | None]:
+    """(message shown to the root, error text or None) for one sandbox CellResult."""
+    parts: list[str] = []
+    output = (result.output or "").rstrip("\n")
+    if output:
+        # The sandbox cuts too; this keeps the bound whatever the sandbox did.
+        parts.append(output if len(output) <= output_chars + 64 else cut(output, output_chars))
+    errors: list[str] = []
+    if result.error:
+        errors.append(cut(str(result.error).strip(), ERROR_CHARS))
+    if result.limit:
+        errors.append(f"[limit] {result.limit}")
+    if getattr(result, "reset", False):
+        errors.append("[the REPL was restarted: variables from earlier cells are gone]")
+    parts += errors
+    if not parts:
+        parts.append("[no output: only what you print() is shown]")
+    return "\n".join(parts), ("\n".join(errors) or None)
+
+
+def _submitted_memo(result: Any) -> str | None:
+    """The memo of a cell that called submit(), else None."""
+    sub = getattr(result, "submitted", None)
+    if sub is None or sub is False:
+        return None
+    if isinstance(sub, str):
+        return sub
+    memo = getattr(result, "memo", None)
+    return "" if memo is None else str(memo)
+
+
+class _RlmEpisode:
+    def __init__(
+        self,
+        room: Room,
+        room_dir: Path,
+        root: Backend,
+        subagent: Backend,
+        harness: HarnessConfig,
+        sampling: SamplingConfig,
+        *,
+        trajectory_id: str,
+        policy_id: str,
+        seed: int,
+        depth: int,
+        t0: float,
+        task: str | None = None,
+    ) -> None:
+        self.room = room
+        self.room_dir = Path(room_dir)
+        self.root = root
+        self.subagent = subagent
+        self.harness = harness
+        self.sampling = sampling
+        self.seed = seed
+        self.depth = depth
+        self.t0 = t0
+        self.task = task  # a child's request from its parent; None for the top-level memo task
+        self.trace = Trace(trajectory_id=trajectory_id, room=room.name, policy_id=policy_id, harness="rlm")
+        params = GenerationParams(
+            max_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            stop=list(CODE_STOP),
+            seed=seed,
+        )
+        self.rec = EpisodeRecorder(self.trace, root, params, t0)
+        self.runner = SubagentRunner(
+            subagent,
+            GenerationParams(max_tokens=harness.subagent_max_new_tokens, temperature=0.0, seed=seed),
+            concurrency=harness.batch_concurrency,
+            max_calls=harness.max_subcalls,
+            max_tokens=harness.max_subcall_tokens,
+            t0=t0,
+            depth=depth,
+        )
+        self.sandbox: Any = None
+        self.info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> Trace:
+        started = time.monotonic()
+        self.trace.started_at = now_iso()
+        timeout = asyncio.timeout(self.harness.episode_timeout_s)
+        try:
+            async with timeout:
+                await self._loop()
+        except TimeoutError as exc:
+            if timeout.expired():
+                self.rec.finish("timeout", f"episode wall time over {self.harness.episode_timeout_s:g} s")
+            else:
+                self.rec.finish("error", f"TimeoutError: {exc}")
+        except ContextLimitError as exc:
+            self.rec.finish("error", f"root context limit: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a trajectory records its failure, the sampler goes on
+            self.rec.finish("error", f"{type(exc).__name__}: {exc}"[:2000])
+        finally:
+            self.trace.subcalls = self.runner.subcalls
+            for call in self.trace.subcalls:
+                if not call.model.startswith(RLM_MODEL_PREFIX) and call.response is not None:
+                    self.trace.add_usage(call.model, call.prompt_tokens, call.completion_tokens)
+            for child in self.trace.children:  # usage covers the whole tree
+                for model, u in child.usage.items():
+                    mine = self.trace.usage.setdefault(model, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})
+                    for k, v in u.items():
+                        mine[k] = mine.get(k, 0) + v
+            self.trace.wall_s = time.monotonic() - started
+        return self.trace
+
+    async def _loop(self) -> None:
+        from pipeline.harness.sandbox import Sandbox, SandboxLimits
+
+        variant = load_variant(self.harness.prompt)
+        if variant.harness != "rlm":
+            raise PromptError(
+                f"harness.prompt: variant {variant.name!r} is for the {variant.harness} harness, not rlm"
+            )
+        self.info = room_info(
+            self.room,
+            subagent_context_tokens=self.subagent.context_tokens,
+            output_chars=self.harness.output_chars,
+            max_turns=self.harness.max_turns,
+            depth=self.depth,
+            max_depth=self.harness.max_depth,
+            variant=variant,
+        )
+        task = None
+        if self.task is not None:
+            task = variant.section("child_task", {**self.info, "prompt": self.task})
+        self.rec.messages = build_messages(variant, self.info, task)
+        limits = SandboxLimits(
+            cell_timeout_s=self.harness.cell_timeout_s,
+            memory_mb=self.harness.memory_mb,
+            output_chars=self.harness.output_chars,
+        )
+        async with Sandbox(self.room_dir, limits, on_llm=self._on_llm) as sandbox:
+            self.sandbox = sandbox
+            for _ in range(self.harness.max_turns):
+                if await self._turn(variant, final=False):
+                    return
+            # Out of turns: ask once for the memo.
+            self.rec.say(variant.section("final", self.info))
+            await self._turn(variant, final=True)
+
+    async def _turn(self, variant: Any, *, final: bool) -> bool:
+        """One root turn; True when the episode ended."""
+        comp, started, new = await self.rec.complete()
+        text = close_open_block(comp.text)
+        blocks = code_blocks(text)
+        if not blocks:
+            self.rec.record(comp, text, started, new)
+            if final:
+                self.rec.finish("turn_limit", "turn limit: no submit(); the final completion is the memo", comp.text.strip())
+                return True
+            self.rec.say(variant.section("no_code", self.info))
+            return False
+
+        index = len(self.trace.turns)
+        self.runner.turn_index = index
+        ran: list[str] = []
+        shown: list[str] = []
+        errors: list[str] = []
+        memo: str | None = None
+        for code in blocks:
+            result = await self.sandbox.run_cell(code)
+            ran.append(code)
+            message, error = format_cell(result, self.harness.output_chars)
+            shown.append(message)
+            if error:
+                errors.append(error)
+            memo = _submitted_memo(result)
+            # Later blocks usually build on earlier ones: stop at the first failure.
+            if memo is not None or error or self.runner.budget_exceeded:
+                break
+        output = "\n".join(shown)
+        self.rec.record(
+            comp, text, started, new, code="\n\n".join(ran), output=output, error="\n".join(errors) or None
+        )
+        if memo is not None:
+            reason = "submit() when asked at the turn limit" if final else "submit()"
+            self.rec.finish("submitted", reason, memo)
+            self.trace.memo_started_s = started
+            return True
+        if self.runner.budget_exceeded:
+            self.rec.finish("budget", f"subagent budget exhausted: {self.runner.budget_exceeded}")
+            return True
+        if final:
+            self.rec.finish("turn_limit", "turn limit: no submit(); the final completion is the memo", comp.text.strip())
+            return True
+        self.rec.say(output)
+        return False
+
+    # ------------------------------------------------------------------ REPL callbacks
+
+    async def _on_llm(self, kind: str, payload: dict[str, Any]) -> Any:
+        if kind == "batch":
+            return await self.runner.batch(payload["prompts"])
+        if kind == "query":
+            return await self.runner.query(payload["prompt"])
+        if kind == "rlm":
+            return await self._rlm_query(payload.get("prompt"), payload.get("paths"))
+        raise ValueError(f"unknown REPL call kind {kind!r}")
+
+    async def _rlm_query(self, prompt: Any, paths: Any) -> str:
+        if self.depth + 1 > self.harness.max_depth:
+            return (
+                f"{ERROR_PREFIX}rlm_query is not available here (this REPL is at depth {self.depth}, "
+                f"harness.max_depth={self.harness.max_depth})"
+            )
+        if not isinstance(prompt, str) or not prompt.strip():
+            return f"{ERROR_PREFIX}rlm_query: prompt must be a non-empty str"
+        if isinstance(paths, str):
+            paths = [paths]
+        if not isinstance(paths, list | tuple) or not paths or not all(isinstance(p, str) for p in paths):
+            return f"{ERROR_PREFIX}rlm_query: paths must be a non-empty list of document paths"
+        by_path = {d.path: d for d in self.room.documents}
+        unknown = [p for p in paths if p not in by_path]
+        if unknown:
+            return f"{ERROR_PREFIX}rlm_query: no document {unknown[0]!r} in this room"
+        if len(self.runner.subcalls) >= self.harness.max_subcalls:
+            self.runner.budget_exceeded = self.runner.budget_exceeded or "max_subcalls"
+            return f"{ERROR_PREFIX}subagent call budget exhausted (max_subcalls={self.harness.max_subcalls})"
+
+        call = Subcall(
+            index=len(self.runner.subcalls),
+            turn_index=self.runner.turn_index,
+            depth=self.depth,
+            model=f"{RLM_MODEL_PREFIX}{self.root.name}",
+            prompt=prompt,
+            response=None,
+            issued_s=time.monotonic() - self.t0,
+        )
+        self.runner.subcalls.append(call)
+        docs = [by_path[p] for p in dict.fromkeys(paths)]
+        sub_room = Room(
+            name=f"{self.room.name}#rlm{call.index}",
+            target=self.room.target,
+            deal=self.room.deal,
+            documents=docs,
+            source=self.room.source,
+            split=self.room.split,
+        )
+        tmp = Path(tempfile.mkdtemp(prefix="rlm-child-"))
+        try:
+            from pipeline.harness.room_export import export_room
+
+            child_dir = export_room(sub_room, tmp / "room")
+            child = _RlmEpisode(
+                sub_room,
+                child_dir,
+                self.root,
+                self.subagent,
+                self.harness,
+                self.sampling,
+                trajectory_id=f"{self.trace.trajectory_id}/rlm{call.index}",
+                policy_id=self.trace.policy_id,
+                seed=self.seed,
+                depth=self.depth + 1,
+                t0=self.t0,
+                task=prompt,
+            )
+            ctrace = await child.run()
+        except Exception as exc:  # noqa: BLE001 - the REPL gets an ERROR string, the episode goes on
+            call.error = f"{type(exc).__name__}: {exc}"
+            call.returned_s = time.monotonic() - self.t0
+            call.latency_s = call.returned_s - call.issued_s
+            return f"{ERROR_PREFIX}rlm_query failed: {call.error}"
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for sc in ctrace.subcalls:
+            if sc.parent_call is None:
+                sc.parent_call = call.index
+        self.trace.children.append(ctrace)
+        if ctrace.memo:
+            answer = ctrace.memo
+        else:
+            answer = f"{ERROR_PREFIX}the sub-review ended ({ctrace.status}: {ctrace.end_reason}) without an answer"
+            call.error = f"child {ctrace.status}: {ctrace.end_reason}"
+        call.response = answer
+        call.returned_s = time.monotonic() - self.t0
+        call.latency_s = call.returned_s - call.issued_s
+        return answer
+
+
+async def run_episode(
+    room: Room,
+    room_dir: Path,
+    root: Backend,
+    subagent: Backend,
+    harness: HarnessConfig,
+    sampling: SamplingConfig,
+    *,
+    trajectory_id: str,
+    policy_id: str,
+    seed: int = 0,
+    depth: int = 1,
+) -> Trace:
+    """One RLM trajectory of ``root`` on ``room`` (exported at ``room_dir``); never raises for model behaviour."""
+    episode = _RlmEpisode(
+        room,
+        room_dir,
+        root,
+        subagent,
+        harness,
+        sampling,
+        trajectory_id=trajectory_id,
+        policy_id=policy_id,
+        seed=seed,
+        depth=depth,
+        t0=time.monotonic(),
+    )
+    return await episode.run()

@@ -1,0 +1,193 @@
+"""The deterministic reference judge: grade a memo against a room's rubric criteria.
+
+A memo is cut into *units*: paragraphs (blocks separated by blank lines); a
+paragraph that is a list is cut further into its items (a line starting with
+``-``, ``*``, ``+``, ``•`` or ``1.`` / ``1)`` / ``a)`` starts an item, following
+lines continue it), and each row of a Markdown table (a line starting with
+``|``) is a unit of its own. Items are units because memos often list one
+finding per bullet without blank lines between; treating the whole list as one
+paragraph would let fields of unrelated findings combine.
+
+A non-trap criterion passes when ONE unit holds every entity, at least one
+phrase of each ``any_of`` group, every amount (any written form, relative
+tolerance), every path (the full path or its file name) and none of
+``forbidden``. A trap passes unless some unit holds the trap's fields, i.e.
+unless the memo flags the decoy. Matching is case-insensitive on text whose
+hyphens/dashes become spaces and whose whitespace is collapsed, so
+"change-of-control" matches "change of control".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pipeline.rooms.model import Amount, Criterion, Room
+
+_BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)]|[a-zA-Z][.)]|\(\w{1,3}\))\s+")
+_DASHES = re.compile(r"[-\u2010-\u2015_]+")
+_SPACES = re.compile(r"\s+")
+
+_CURRENCY_PRE = r"(?:US\$|U\.S\.\s?\$|USD|EUR|GBP|CHF|JPY|CAD|AUD|C\$|A\$|\$|€|£|¥)"
+_CURRENCY_SUF = r"(?:USD|EUR|GBP|CHF|dollars|euros|pounds)"
+_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+# scale words may follow after a space; single-letter scales must be attached ("1.25m", "$3M", "750k")
+_SCALE_WORD = r"trillion|billion|million|thousand|bn|mm|mln|mn|tn"
+_SCALE_LETTER = r"[mkbMKB]"
+_AMOUNT = re.compile(
+    rf"(?<![\w.,])(?P<pre>{_CURRENCY_PRE})?\s?(?P<num>{_NUMBER})"
+    rf"(?:\s?(?P<word>{_SCALE_WORD})\b|(?P<letter>{_SCALE_LETTER})\b)?"
+    rf"(?:\s?(?P<suf>{_CURRENCY_SUF})\b)?",
+    re.IGNORECASE,
+)
+_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mm": 1e6, "mn": 1e6, "mln": 1e6,
+           "billion": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12}
+
+
+def normalize(text: str) -> str:
+    """Lower case, dashes and underscores as spaces, whitespace collapsed."""
+    return _SPACES.sub(" ", _DASHES.sub(" ", text.lower().replace("\u2019", "'")))
+
+
+def parse_amounts(text: str) -> list[float]:
+    """Every money-like amount in ``text``, in currency units, in order.
+
+    Understands "$1.25 million", "USD 1,250,000", "$1,250,000", "1.25m", "$1.25M",
+    "EUR 3 million", "$750k", "3,000,000 dollars", "US$2.5bn". A bare number counts
+    only when it is written with thousands separators or has five or more digits,
+    so years ("2021") and section numbers ("12.4") are not read as amounts.
+    """
+    out: list[float] = []
+    for m in _AMOUNT.finditer(text):
+        num = m.group("num")
+        scale = (m.group("word") or m.group("letter") or "").lower()
+        has_currency = bool(m.group("pre") or m.group("suf"))
+        grouped = "," in num
+        digits = len(num.split(".")[0].replace(",", ""))
+        if not (has_currency or scale or grouped or digits >= 5):
+            continue
+        try:
+            value = float(num.replace(",", ""))
+        except ValueError:
+            continue
+        out.append(value * _SCALES.get(scale, 1.0))
+    return out
+
+
+def units(memo: str) -> list[str]:
+    """The memo's units: paragraphs, with list items and table rows split out (see module docstring)."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", memo):
+        current: list[str] = []
+        for line in block.splitlines():
+            if not line.strip():
+                continue
+            if line.lstrip().startswith("|") or _BULLET.match(line):
+                if current:
+                    out.append("\n".join(current))
+                current = [line]
+                if line.lstrip().startswith("|"):
+                    out.append(line)
+                    current = []
+            else:
+                current.append(line)
+        if current:
+            out.append("\n".join(current))
+    return [u for u in out if u.strip()]
+
+
+def _amount_in(a: Amount, values: list[float]) -> bool:
+    tol = abs(a.value) * a.tolerance + 1e-9
+    return any(abs(v - a.value) <= tol for v in values)
+
+
+def _path_in(path: str, norm_unit: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return normalize(path) in norm_unit or normalize(name) in norm_unit
+
+
+def missing(c: Criterion, unit: str, norm: str | None = None, values: list[float] | None = None) -> list[str]:
+    """What ``unit`` lacks to satisfy ``c``'s fields (empty when it satisfies them)."""
+    norm = normalize(unit) if norm is None else norm
+    lack = [f"entity {e!r}" for e in c.entities if normalize(e) not in norm]
+    for group in c.any_of:
+        if not any(normalize(p) in norm for p in group):
+            lack.append(f"one of {group[:4]!r}")
+    if c.amounts:
+        values = parse_amounts(unit) if values is None else values
+        lack += [f"amount {a.value:,.0f}" for a in c.amounts if not _amount_in(a, values)]
+    lack += [f"path {p!r}" for p in c.paths if not _path_in(p, norm)]
+    lack += [f"forbidden {f!r} present" for f in c.forbidden if normalize(f) in norm]
+    return lack
+
+
+def _prepared(memo: str) -> list[tuple[str, str, list[float]]]:
+    return [(u, normalize(u), parse_amounts(u)) for u in units(memo)]
+
+
+def _check(c: Criterion, prepared: list[tuple[str, str, list[float]]]) -> tuple[bool, str]:
+    best: tuple[int, list[str]] | None = None
+    for i, (u, norm, values) in enumerate(prepared):
+        lack = missing(c, u, norm, values)
+        if not lack:
+            if c.is_trap:
+                return False, f"unit {i + 1} flags the decoy"
+            return True, f"unit {i + 1} has every field"
+        if best is None or len(lack) < len(best[1]):
+            best = (i, lack)
+    if c.is_trap:
+        return True, "no unit flags the decoy"
+    if best is None:
+        return False, "memo is empty"
+    return False, f"no unit has every field; closest (unit {best[0] + 1}) lacks " + ", ".join(best[1][:4])
+
+
+def check_criterion(c: Criterion, memo: str) -> tuple[bool, str]:
+    """(passed, one-line reason) for one criterion."""
+    return _check(c, _prepared(memo))
+
+
+def grade_memo(criteria: Iterable[Criterion], memo: str) -> list[tuple[str, bool, str]]:
+    """(criterion_id, passed, reason) for every criterion; the memo is cut and parsed once."""
+    prepared = _prepared(memo)
+    return [(c.criterion_id, *_check(c, prepared)) for c in criteria]
+
+
+def _phrase(group: list[str], forbidden: set[str]) -> str:
+    for p in group:
+        if not any(f in normalize(p) for f in forbidden):
+            return p
+    return group[0]
+
+
+def evidence_memo(room: Room) -> str:
+    """A memo written from the rubric's own evidence: one paragraph per planted issue, no decoys.
+
+    The reference for what a perfect memo holds; it should pass (nearly) every
+    non-trap criterion and every trap.
+    """
+    by_issue: dict[str, list[Criterion]] = {}
+    for c in room.criteria:
+        if not c.is_trap:
+            by_issue.setdefault(c.issue_id or c.criterion_id, []).append(c)
+    paras = [f"Diligence memo: {room.target.get('name', room.name)} ({room.deal.get('type', 'acquisition')} by "
+             f"{room.deal.get('buyer', 'the buyer')})."]
+    for iid, crits in by_issue.items():
+        forbidden = {normalize(f) for c in crits for f in c.forbidden}
+        entities: list[str] = []
+        phrases: list[str] = []
+        amounts: list[str] = []
+        paths: list[str] = []
+        for c in crits:
+            entities += [e for e in c.entities if e not in entities]
+            phrases += [p for p in (_phrase(g, forbidden) for g in c.any_of) if p not in phrases]
+            amounts += [f"${a.value:,.0f}" for a in c.amounts if f"${a.value:,.0f}" not in amounts]
+            paths += [p for p in c.paths if p not in paths]
+        kind = (crits[0].issue_kind or "issue").replace("_", " ")
+        evidence = crits[0].evidence
+        text = (f"{iid} ({kind}): {', '.join(entities)}; {'; '.join(phrases)}."
+                + (f" Amounts: {', '.join(amounts)}." if amounts else "")
+                + f" Sources: {', '.join(paths)}."
+                + (f' Evidence: "{evidence}"' if evidence else ""))
+        paras.append(_SPACES.sub(" ", text))
+    return "\n\n".join(paras) + "\n"

@@ -1,0 +1,413 @@
+"""Train stage: SFT with LoRA (TRL SFTTrainer + peft) on a dataset -> a new policy.
+
+Run on CPU:   ``python -m pipeline --recipe <recipe> train``
+Run on GPUs:  ``accelerate launch --config_file configs/accelerate/multi_gpu.yaml -m pipeline --recipe <recipe> train``
+(see docs/training.md).
+
+The dataset is ``train.dataset_id``, or by default the one the dataset stage
+builds for the current selection and dataset config (else the newest
+version). Its examples are already tokenized with root-only ``labels``, so
+TRL uses them as they are: it neither re-tokenizes nor re-masks a dataset
+with ``input_ids`` + ``labels`` columns. The LoRA settings and SFTConfig
+fields come from the ``train`` section; ``train.extra`` is passed to
+SFTConfig verbatim and wins over everything derived here.
+
+Outputs: the adapter + tokenizer under ``<run.dir>/adapters/<train_id>/``
+(``adapter_config.json`` + ``adapter_model.safetensors``: what
+``PeftModel.from_pretrained`` and vLLM's ``--lora-modules`` load), checkpoints
+under its ``checkpoints/``, loss / eval_loss / learning rate per logged step in
+``train_logs``, the run in ``train_runs``, and a new policy whose parent is the
+policy that sampled most of the training trajectories.
+
+``train_id`` is a hash of the dataset and the training config, so a run that
+finished is not repeated (the stage returns ``skipped``) and a run that was
+killed resumes from its last checkpoint. Under ``accelerate launch`` only the
+main process writes to the warehouse (DuckDB has one writer); every process
+reads its plan first, before the main one opens the file for writing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline import db
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.policies import Policy, load_policy, register_policy
+from pipeline.training import base_model_path
+
+
+class TrainError(RuntimeError):
+    """Nothing to train on, or a dataset that does not fit the trainer."""
+
+    user_facing = True  # the CLI prints the message and exits 1
+
+
+@dataclass
+class Plan:
+    train_id: str
+    config_hash: str
+    dataset_id: str
+    dataset_path: str
+    parent_policy_id: str
+    base_model: str
+    adapter_dir: str
+    status: str | None  # None: never started; running | failed | ok
+
+
+def config_hash(cfg: PipelineConfig) -> str:
+    """Hash of what shapes the weights: the train section (less the dataset choice) and the seed."""
+    t = asdict(cfg.train)
+    t.pop("dataset_id", None)
+    blob = json.dumps({"train": t, "seed": cfg.run.seed}, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def train_id_for(dataset_id: str, chash: str) -> str:
+    return "train-" + hashlib.sha256(f"{dataset_id}\0{chash}".encode()).hexdigest()[:12]
+
+
+def resolve_dataset(con, cfg: PipelineConfig) -> dict:
+    if cfg.train.dataset_id:
+        rows = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [cfg.train.dataset_id])
+        if not rows:
+            raise TrainError(f"train.dataset_id: no dataset {cfg.train.dataset_id!r} in the warehouse")
+        return rows[0]
+    from stages.dataset import DatasetError, dataset_id_for, resolve_selection
+
+    try:
+        ds_id = dataset_id_for(resolve_selection(con, cfg.dataset.selection_id), cfg.hash("dataset"))
+        rows = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [ds_id])
+    except DatasetError:
+        rows = []
+    if not rows:
+        rows = db.fetch_dicts(con, "select * from datasets order by version desc limit 1")
+    if not rows:
+        raise TrainError("no dataset in the warehouse: run the dataset stage first")
+    return rows[0]
+
+
+def parent_policy_id(con, dataset_id: str) -> str:
+    """The policy that sampled most of the dataset's (kept) trajectories; ties go to the smaller id."""
+    row = con.execute(
+        """
+        select t.policy_id, count(*) as n
+        from dataset_examples e
+        join trajectories t using (trajectory_id)
+        where e.dataset_id = ? and e.split in ('train', 'validation')
+        group by t.policy_id
+        order by n desc, t.policy_id
+        limit 1
+        """,
+        [dataset_id],
+    ).fetchone()
+    if row is None:
+        raise TrainError(f"dataset {dataset_id!r} has no train/validation examples in dataset_examples")
+    return row[0]
+
+
+def make_plan(con, cfg: PipelineConfig) -> Plan:
+    ds = resolve_dataset(con, cfg)
+    chash = config_hash(cfg)
+    train_id = train_id_for(ds["dataset_id"], chash)
+    parent = parent_policy_id(con, ds["dataset_id"])
+    status = con.execute("select status from train_runs where train_id = ?", [train_id]).fetchone()
+    adapter_dir = Path(cfg.run.dir) / "adapters" / train_id
+    return Plan(
+        train_id=train_id,
+        config_hash=chash,
+        dataset_id=ds["dataset_id"],
+        dataset_path=ds["path"],
+        parent_policy_id=parent,
+        base_model=load_policy(con, parent).base_model,
+        adapter_dir=str(adapter_dir.resolve()),
+        status=status[0] if status else None,
+    )
+
+
+def adapter_complete(adapter_dir: str | Path) -> bool:
+    d = Path(adapter_dir)
+    return (d / "adapter_config.json").exists() and (d / "adapter_model.safetensors").exists()
+
+
+def lora_config(cfg: PipelineConfig):
+    from peft import LoraConfig
+
+    t = cfg.train
+    targets: str | list[str] = t.target_modules
+    if list(targets) == ["all-linear"]:
+        targets = "all-linear"  # peft's shorthand is a string, not a module name
+    return LoraConfig(
+        r=t.lora_r,
+        lora_alpha=t.lora_alpha,
+        lora_dropout=t.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
+
+
+def sft_config(cfg: PipelineConfig, output_dir: str, has_eval: bool):
+    import torch
+    from trl import SFTConfig
+
+    t = cfg.train
+    on_gpu = torch.cuda.is_available()
+    kwargs: dict[str, Any] = {
+        "output_dir": output_dir,
+        "num_train_epochs": t.epochs,
+        "learning_rate": t.learning_rate,
+        "per_device_train_batch_size": t.batch_size,
+        "per_device_eval_batch_size": t.batch_size,
+        "gradient_accumulation_steps": t.grad_accum,
+        # Padding-free without packing does not enforce max_length (TRL refuses the pair); the dataset
+        # stage already dropped what is longer than dataset.max_length.
+        "max_length": None if (t.padding_free and not t.packing) else t.max_length,
+        "packing": t.packing,
+        "padding_free": t.padding_free,
+        "logging_steps": t.logging_steps,
+        "save_strategy": "steps",
+        "save_steps": t.save_steps,
+        "eval_strategy": "steps" if has_eval else "no",
+        "eval_steps": (t.eval_steps or t.save_steps) if has_eval else None,
+        "report_to": "none",
+        "seed": cfg.run.seed,
+        "data_seed": cfg.run.seed,
+        # TRL defaults to bf16 and gradient checkpointing; on CPU both only cost time.
+        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "gradient_checkpointing": on_gpu,
+        "include_num_input_tokens_seen": "non_padding",
+        # Labels are prebuilt; these make sure TRL adds no masking of its own.
+        "assistant_only_loss": False,
+        "completion_only_loss": False,
+        "dataset_num_proc": None,
+        "disable_tqdm": True,
+    }
+    kwargs.update(t.extra)
+    try:
+        return SFTConfig(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"train.extra: {exc}") from exc
+
+
+def _load_splits(path: str):
+    from datasets import load_from_disk
+
+    folder = Path(path) / "hf"
+    if not folder.exists():
+        raise TrainError(f"{folder}: the dataset's save_to_disk folder is missing (rebuild it with the dataset stage)")
+    dsd = load_from_disk(str(folder))
+    cols = ["input_ids", "labels"]
+    for split in dsd:
+        missing = set(cols) - set(dsd[split].column_names)
+        if missing:
+            raise TrainError(f"{folder}: split {split!r} lacks columns {sorted(missing)}")
+    train = dsd["train"].select_columns(cols)
+    val = dsd["validation"].select_columns(cols) if "validation" in dsd and len(dsd["validation"]) else None
+    if len(train) == 0:
+        raise TrainError(f"{folder}: the train split is empty")
+    return train, val
+
+
+def _log_callback(con, train_id: str):
+    from transformers import TrainerCallback
+
+    class WarehouseLogs(TrainerCallback):
+        """Loss, eval_loss and learning rate per logged step into train_logs (main process only)."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if con is None or not state.is_world_process_zero or not logs:
+                return
+            values = [logs.get(k) for k in ("loss", "eval_loss", "learning_rate")]
+            if all(v is None for v in values):
+                return  # e.g. the end-of-training summary
+            # Train and eval logs of the same step merge into one row; a resumed run re-logs steps.
+            con.execute(
+                """
+                insert into train_logs (train_id, step, epoch, loss, eval_loss, learning_rate, logged_at)
+                values (?, ?, ?, ?, ?, ?, ?)
+                on conflict (train_id, step) do update set
+                    epoch = coalesce(excluded.epoch, train_logs.epoch),
+                    loss = coalesce(excluded.loss, train_logs.loss),
+                    eval_loss = coalesce(excluded.eval_loss, train_logs.eval_loss),
+                    learning_rate = coalesce(excluded.learning_rate, train_logs.learning_rate),
+                    logged_at = excluded.logged_at
+                """,
+                [train_id, state.global_step, logs.get("epoch", state.epoch), *values, db.now()],
+            )
+
+    return WarehouseLogs()
+
+
+def run(cfg: PipelineConfig) -> dict:
+    from accelerate import PartialState
+
+    state = PartialState()
+    # Every process reads its plan through a read-only connection; only then does the main process open
+    # the warehouse for writing (DuckDB refuses readers in other processes while a writer holds the file).
+    con = db.connect(cfg.run.db_path, read_only=True)
+    try:
+        plan = make_plan(con, cfg)
+    finally:
+        con.close()
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        if plan.status == "ok" and adapter_complete(plan.adapter_dir):
+            return {"skipped": True, "train_id": plan.train_id}
+        return fit(cfg, plan, None)
+
+    con = db.connect(cfg.run.db_path)
+    try:
+        with db.stage_run(con, "train", plan.config_hash) as counts:
+            if plan.status == "ok" and adapter_complete(plan.adapter_dir):
+                row = db.fetch_dicts(con, "select * from train_runs where train_id = ?", [plan.train_id])[0]
+                counts.update(
+                    skipped=True,
+                    train_id=plan.train_id,
+                    dataset_id=plan.dataset_id,
+                    policy_id=row["policy_id"],
+                    adapter_path=plan.adapter_dir,
+                    final_train_loss=row["final_train_loss"],
+                    final_eval_loss=row["final_eval_loss"],
+                )
+            else:
+                counts.update(fit(cfg, plan, con))
+        return counts
+    finally:
+        con.close()
+
+
+def fit(cfg: PipelineConfig, plan: Plan, con) -> dict:
+    """Train (or resume) one run; ``con`` is the warehouse on the main process, None elsewhere."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import SFTTrainer
+
+    adapter_dir = Path(plan.adapter_dir)
+    ckpt_dir = adapter_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    started = db.now()
+    if con is not None:
+        if plan.status is None:
+            db.write_rows(
+                con,
+                "train_runs",
+                [
+                    {
+                        "train_id": plan.train_id,
+                        "dataset_id": plan.dataset_id,
+                        "parent_policy_id": plan.parent_policy_id,
+                        "config_hash": plan.config_hash,
+                        "adapter_path": str(adapter_dir),
+                        "status": "running",
+                        "started_at": started,
+                    }
+                ],
+            )
+        else:
+            con.execute("update train_runs set status = 'running', ended_at = null where train_id = ?", [plan.train_id])
+
+    try:
+        train_ds, val_ds = _load_splits(plan.dataset_path)
+        base = base_model_path(plan.base_model)
+        tokenizer = AutoTokenizer.from_pretrained(base)
+        args = sft_config(cfg, str(ckpt_dir), has_eval=val_ds is not None)
+        dtype = torch.bfloat16 if args.bf16 else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=train_ds,
+            eval_dataset=val_ds,
+            processing_class=tokenizer,
+            peft_config=lora_config(cfg),
+            callbacks=[_log_callback(con, plan.train_id)],
+        )
+        resume = get_last_checkpoint(str(ckpt_dir))
+        t0 = time.monotonic()
+        result = trainer.train(resume_from_checkpoint=resume)
+        final_eval = trainer.evaluate() if val_ds is not None else {}
+        seconds = time.monotonic() - t0
+        trainer.save_model(str(adapter_dir))  # PEFT: adapter_config.json + adapter_model.safetensors
+    except BaseException:
+        if con is not None:
+            con.execute(
+                "update train_runs set status = 'failed', ended_at = ? where train_id = ?", [db.now(), plan.train_id]
+            )
+        raise
+
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    final_train_loss = losses[-1] if losses else result.training_loss
+    final_eval_loss = final_eval.get("eval_loss")
+    train_tokens = int(trainer.state.num_input_tokens_seen or 0)
+    out = {
+        "skipped": False,
+        "train_id": plan.train_id,
+        "dataset_id": plan.dataset_id,
+        "adapter_path": str(adapter_dir),
+        "resumed_from": resume,
+        "steps": trainer.state.global_step,
+        "train_tokens": train_tokens,
+        "train_seconds": round(seconds, 2),
+        "final_train_loss": final_train_loss,
+        "final_eval_loss": final_eval_loss,
+    }
+    if con is None:
+        return out
+
+    tokenizer.save_pretrained(str(adapter_dir))
+    parent = load_policy(con, plan.parent_policy_id)
+    policy = Policy(
+        base_model=parent.base_model,
+        backend=parent.backend,
+        prompt=parent.prompt,
+        harness=parent.harness,
+        sampling=parent.sampling,
+        adapter=str(adapter_dir),
+        parent_id=parent.policy_id,
+        train_id=plan.train_id,
+    )
+    (adapter_dir / "train_run.json").write_text(
+        json.dumps(
+            {
+                "train_id": plan.train_id,
+                "dataset_id": plan.dataset_id,
+                "parent_policy_id": parent.policy_id,
+                "policy_id": policy.policy_id,
+                "base_model": parent.base_model,
+                "config_hash": plan.config_hash,
+                "train": asdict(cfg.train),
+            },
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
+    with db.transaction(con):
+        pid = register_policy(con, policy)
+        con.execute(
+            """
+            update train_runs set policy_id = ?, status = 'ok', train_tokens = ?, train_seconds = ?,
+                final_train_loss = ?, final_eval_loss = ?, ended_at = ?
+            where train_id = ?
+            """,
+            [pid, train_tokens, seconds, final_train_loss, final_eval_loss, db.now(), plan.train_id],
+        )
+    out["policy_id"] = pid
+    out["parent_policy_id"] = parent.policy_id
+    return out
+
+
+def trained_lora_tensors(adapter_dir: str | Path, names: Sequence[str] = ("lora_B",)) -> dict[str, Any]:
+    """The adapter's tensors whose names contain any of ``names`` (for checks and reports)."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
+    return {k: v for k, v in tensors.items() if any(n in k for n in names)}

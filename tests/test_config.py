@@ -1,0 +1,67 @@
+"""Config loading: defaults < recipe < overrides, strict about keys, types and files."""
+
+import pytest
+
+from pipeline.config import ConfigError, PipelineConfig, config_help, load_config
+
+
+def test_recipe_and_overrides_layer(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("sample: {k: 3}\nfilter: {min_pass_rate: 0.5}\n")
+    cfg = load_config(recipe, ["sample.k=5", "models.root.kind=openai", "grade.judges=[reference,llm]"])
+    assert cfg.sample.k == 5
+    assert cfg.filter.min_pass_rate == 0.5
+    assert cfg.models.root.kind == "openai"
+    assert cfg.grade.judges == ["reference", "llm"]
+    assert cfg.sample.concurrency == PipelineConfig().sample.concurrency
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("sample: {kk: 3}\n", "unknown key 'sample.kk'"),
+        ("sample: {k: three}\n", "sample.k: expected an integer"),
+        ("filter: {require_submit: 1}\n", "filter.require_submit: expected true/false"),
+        ("models: {root: {concurrency: [1]}}\n", "models.root.concurrency"),
+        ("sample: [1, 2]\n", "sample: expected a mapping"),
+        ("sample: {k: 3\n", "invalid YAML"),
+    ],
+)
+def test_bad_recipes_name_the_key_and_file(tmp_path, text, fragment):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_config(recipe)
+    assert fragment in str(exc.value)
+    assert "bad.yaml" in str(exc.value)
+
+
+def test_missing_recipe_and_bad_override():
+    with pytest.raises(ConfigError, match="recipe file not found: nowhere.yaml"):
+        load_config("nowhere.yaml")
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(None, ["sample.k"])
+    with pytest.raises(ConfigError, match="unknown key 'nope'"):
+        load_config(None, ["nope=1"])
+
+
+def test_packaged_recipes_load_and_hash_is_stable():
+    for name in ("default", "tiny", "production"):
+        cfg = load_config(name)
+        assert cfg.hash() == load_config(name).hash()
+    assert load_config("tiny").hash("sample") != load_config("tiny", ["sample.k=9"]).hash("sample")
+    assert load_config("tiny").hash("rooms") == load_config("tiny", ["sample.k=9"]).hash("rooms")
+
+
+def test_every_field_has_help():
+    rows = config_help()
+    assert len(rows) > 50
+    assert all(text for _, _, text in rows), [k for k, _, t in rows if not t]
+
+
+def test_cli_exits_nonzero_on_bad_config(tmp_path, capsys):
+    from pipeline.cli import main
+
+    assert main(["config", "sample.k=abc"]) == 1
+    assert "sample.k" in capsys.readouterr().err
+    assert main(["--recipe", str(tmp_path / "missing.yaml"), "config"]) == 1
