@@ -34,7 +34,9 @@ from pipeline.stats import pearson
 
 TITLE = "RLM root self-distillation report"
 # The published reference this pipeline mirrors (GLM-5.2 root, 20 held-out rooms).
-REFERENCE = "Reference report: base 46.1% → SFT 60.1% on 20 held-out rooms; calls/size correlation 0.17 → 0.84."
+REFERENCE = (
+    "Reference report: base 46.1% → SFT 60.1% on 20 held-out rooms; calls/size correlation 0.17 → 0.84."
+)
 
 # Behaviour metrics of the reference report's Table 1, as evaluate writes them: (metric, label, format).
 BEHAVIOUR = [
@@ -88,7 +90,9 @@ def fmt(v: Any, kind: str) -> str:
 
 
 def _has(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = con.execute("select count(*) from information_schema.tables where table_name = ?", [name]).fetchone()
+    row = con.execute(
+        "select count(*) from information_schema.tables where table_name = ?", [name]
+    ).fetchone()
     return bool(row and row[0])
 
 
@@ -99,12 +103,18 @@ def _rows(con: duckdb.DuckDBPyConnection, name: str, sql: str, params: list | No
 
 def policy_labels(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """Short readable names: 'base' for adapter-free policies, 'SFT' for trained ones (with the id when ambiguous)."""
-    rows = _rows(con, "policies", "select policy_id, adapter, harness, prompt from policies order by created_at, policy_id")
+    rows = _rows(
+        con,
+        "policies",
+        "select policy_id, adapter, harness, prompt from policies order by created_at, policy_id",
+    )
     bases = [r for r in rows if r["adapter"] is None]
     sfts = [r for r in rows if r["adapter"] is not None]
     labels = {}
     for r in bases:
-        labels[r["policy_id"]] = "base" if len(bases) == 1 else f"base {r['harness']}/{r['prompt']} ({r['policy_id'][:8]})"
+        labels[r["policy_id"]] = (
+            "base" if len(bases) == 1 else f"base {r['harness']}/{r['prompt']} ({r['policy_id'][:8]})"
+        )
     for i, r in enumerate(sfts, start=1):
         labels[r["policy_id"]] = "SFT" if len(sfts) == 1 else f"SFT {i} ({r['policy_id'][:8]})"
     return labels
@@ -120,7 +130,9 @@ def latest_evaluation(con: duckdb.DuckDBPyConnection) -> tuple[str | None, list[
     if not evals:
         return None, [], 0
     eval_id = evals[0]["eval_id"]
-    rows = db.fetch_dicts(con, "select * from evaluations where eval_id = ? order by policy_id, metric", [eval_id])
+    rows = db.fetch_dicts(
+        con, "select * from evaluations where eval_id = ? order by policy_id, metric", [eval_id]
+    )
     return eval_id, rows, len(evals)
 
 
@@ -147,7 +159,9 @@ def headline(labels: dict[str, str], eval_rows: list[dict]) -> str:
     base = by.get(base_id, {}).get("pass_rate")
     n_rooms = base["n_rooms"] if base else None
     if base:
-        parts.append(f"{labels.get(base_id, base_id)} {pct_ci(base['value'], base['ci_low'], base['ci_high'])}")
+        parts.append(
+            f"{labels.get(base_id, base_id)} {pct_ci(base['value'], base['ci_low'], base['ci_high'])}"
+        )
     for pid in _ordered_policies(by, base_id):
         if pid == base_id:
             continue
@@ -164,15 +178,27 @@ def headline(labels: dict[str, str], eval_rows: list[dict]) -> str:
     return f"Held-out rubric pass rate{rooms} (95% bootstrap CI over rooms): " + "; ".join(parts) + "."
 
 
-def evaluation_section(labels: dict[str, str], eval_id: str | None, eval_rows: list[dict], n_evals: int) -> Section:
+def evaluation_section(
+    labels: dict[str, str], eval_id: str | None, eval_rows: list[dict], n_evals: int
+) -> Section:
     s = Section("Evaluation on held-out rooms")
     if not eval_rows:
         s.blocks.append("No evaluation yet.")
         return s
     by = _by_policy(eval_rows)
     base_id = eval_rows[0]["base_policy_id"]
-    kinds = sorted({m.split(":", 1)[1] for m in (r["metric"] for r in eval_rows) if m.startswith("pass_rate:")})
-    headers = ["policy", "policy id", "rooms", "pass rate [95% CI]", "lift vs base [95% CI]", "finished", "coverage"]
+    kinds = sorted(
+        {m.split(":", 1)[1] for m in (r["metric"] for r in eval_rows) if m.startswith("pass_rate:")}
+    )
+    headers = [
+        "policy",
+        "policy id",
+        "rooms",
+        "pass rate [95% CI]",
+        "lift vs base [95% CI]",
+        "finished",
+        "coverage",
+    ]
     headers += [f"pass rate: {k}" for k in kinds]
     rows = []
     for pid in _ordered_policies(by, base_id):
@@ -190,7 +216,9 @@ def evaluation_section(labels: dict[str, str], eval_id: str | None, eval_rows: l
                 pid,
                 "–" if n_rooms is None else str(n_rooms),
                 ci("pass_rate"),
-                "(base)" if pid == base_id else (pts_ci(lift["value"], lift["ci_low"], lift["ci_high"]) if lift else "–"),
+                "(base)"
+                if pid == base_id
+                else (pts_ci(lift["value"], lift["ci_low"], lift["ci_high"]) if lift else "–"),
                 ci("finished_rate"),
                 ci("coverage"),
             ]
@@ -289,18 +317,24 @@ def funnel_section(con: duckdb.DuckDBPyConnection, out: Path) -> tuple[Section, 
         return s, None
     sid = sel[0]["selection_id"]
     rows = db.fetch_dicts(
-        con, "select * from rejection_funnel where selection_id = ? order by room_id = '' desc, room_id", [sid]
+        con,
+        "select * from rejection_funnel where selection_id = ? order by room_id = '' desc, room_id",
+        [sid],
     )
     total = next((r for r in rows if r["room_id"] == ""), None)
     png = plots.funnel(total or {}, out / "rejection_funnel.png")
     if png:
-        s.blocks.append(Image(png, f"Rejection funnel of selection {sid}: trajectories left after each rule."))
+        s.blocks.append(
+            Image(png, f"Rejection funnel of selection {sid}: trajectories left after each rule.")
+        )
     headers = ["room"] + [name for _, name in plots.FUNNEL_STEPS] + ["acceptance"]
     table = Table(headers, [], f"Selection {sid}; params {sel[0]['params']}")
     for r in rows:
         vals = [int(r[k] or 0) for k, _ in plots.FUNNEL_STEPS]
         table.rows.append(
-            [r["room_id"] or "all rooms"] + [str(v) for v in vals] + [pct(vals[-1] / vals[0] if vals[0] else None)]
+            [r["room_id"] or "all rooms"]
+            + [str(v) for v in vals]
+            + [pct(vals[-1] / vals[0] if vals[0] else None)]
         )
     s.blocks.append(table)
     return s, png
@@ -315,11 +349,23 @@ def training_section(con: duckdb.DuckDBPyConnection, out: Path) -> tuple[Section
         by.setdefault(r["train_id"], []).append(r)
     png = plots.training_loss(by, out / "training_loss.png")
     if png:
-        s.blocks.append(Image(png, "Training loss (solid) and validation loss (dashed, markers) per optimizer step."))
+        s.blocks.append(
+            Image(png, "Training loss (solid) and validation loss (dashed, markers) per optimizer step.")
+        )
     if runs:
         s.blocks.append(
             Table(
-                ["train run", "dataset", "parent policy", "new policy", "status", "tokens", "seconds", "final loss", "final eval loss"],
+                [
+                    "train run",
+                    "dataset",
+                    "parent policy",
+                    "new policy",
+                    "status",
+                    "tokens",
+                    "seconds",
+                    "final loss",
+                    "final eval loss",
+                ],
                 [
                     [
                         r["train_id"],
@@ -349,7 +395,16 @@ def agreement_section(con: duckdb.DuckDBPyConnection) -> Section | None:
         "Judge agreement",
         [
             Table(
-                ["llm judge", "criterion kind", "pairs", "ungraded", "agreement", "reference pass", "llm pass", "Cohen's kappa"],
+                [
+                    "llm judge",
+                    "criterion kind",
+                    "pairs",
+                    "ungraded",
+                    "agreement",
+                    "reference pass",
+                    "llm pass",
+                    "Cohen's kappa",
+                ],
                 [
                     [
                         r["llm_judge"],
@@ -434,11 +489,15 @@ def metadata_section(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Sec
 # --------------------------------------------------------------------------- stage
 
 
-def build(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, out: Path) -> tuple[str, list[Section], list[Path]]:
+def build(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, out: Path
+) -> tuple[str, list[Section], list[Path]]:
     """Headline, sections and the PNGs written under ``out``."""
     labels = policy_labels(con)
     eval_id, eval_rows, n_evals = latest_evaluation(con)
-    scores = _rows(con, "trajectory_scores", "select * from trajectory_scores order by policy_id, room_id, trajectory_id")
+    scores = _rows(
+        con, "trajectory_scores", "select * from trajectory_scores order by policy_id, room_id, trajectory_id"
+    )
     for r in scores:
         labels.setdefault(r["policy_id"], r["policy_id"])
     pngs: list[Path] = []
@@ -455,7 +514,9 @@ def build(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, out: Path) -> tup
     figs = Section("Scores and coverage")
     p = keep(plots.pass_rate_vs_coverage(scores, labels, out / "pass_rate_vs_coverage.png"))
     if p:
-        figs.blocks.append(Image(p, "Rubric pass rate vs probe coverage, one point per graded trajectory (all purposes)."))
+        figs.blocks.append(
+            Image(p, "Rubric pass rate vs probe coverage, one point per graded trajectory (all purposes).")
+        )
     if eval_rows:
         base_id = eval_rows[0]["base_policy_id"]
         cands = [pid for pid in _ordered_policies(_by_policy(eval_rows), base_id) if pid != base_id]
@@ -479,12 +540,16 @@ def build(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, out: Path) -> tup
                 )
             )
             if p:
-                figs.blocks.append(Image(p, "Mean pass rate per held-out room, base vs SFT (sorted by the base)."))
+                figs.blocks.append(
+                    Image(p, "Mean pass rate per held-out room, base vs SFT (sorted by the base).")
+                )
     eval_scores = [r for r in scores if r["purpose"] == "eval"] or scores
     p = keep(plots.delegation_vs_size(eval_scores, labels, out / "delegation_vs_size.png"))
     if p:
         which = "held-out" if any(r["purpose"] == "eval" for r in scores) else "all"
-        figs.blocks.append(Image(p, f"Subagent calls vs room size per trajectory ({which} trajectories); r = Pearson."))
+        figs.blocks.append(
+            Image(p, f"Subagent calls vs room size per trajectory ({which} trajectories); r = Pearson.")
+        )
     if not figs.blocks:
         figs.blocks.append("No graded trajectories yet.")
     sections.append(figs)

@@ -71,10 +71,7 @@ def cli(cfg: PipelineConfig, args: argparse.Namespace) -> int:
             with db.stage_run(con, "rooms", cfg.hash("rooms"), f"import {args.folder}") as counts:
                 store.save_room(con, room)
                 counts.update(imported=len(room.documents), skipped=len(report.skipped), warnings=len(report.warnings))
-            for path, why in report.skipped:
-                print(f"skipped {path}: {why}")
-            for w in report.warnings:
-                print(f"warning: {w}")
+            print(report.summary())
             print(f"imported room {room.name}: {len(room.documents)} documents, {len(room.criteria)} criteria")
         elif action == "cuad":
             from pipeline.rooms.cuad import build_cuad_rooms

@@ -63,6 +63,7 @@ class PromptVariant:
     harness: str = "rlm"
     description: str = ""
     source: str = ""  # the variant file
+    example_source: str = ""  # the worked-example episode file, "" when there is none
 
     def section(self, name: str, values: dict[str, Any] | None = None) -> str:
         if name not in self.sections:
@@ -190,7 +191,8 @@ def load_variant(name: str) -> PromptVariant:
         source=str(path),
     )
     if meta.get("example"):
-        _, variant.example = load_example(PROMPTS_DIR / str(meta["example"]), variant)
+        variant.example_source = str(PROMPTS_DIR / str(meta["example"]))
+        _, variant.example = load_example(Path(variant.example_source), variant)
     return variant
 
 
@@ -198,16 +200,33 @@ def _fmt_value(v: Any) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, int | float):
-        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"
+        return f"{v:,.0f}" if abs(v) >= 10_000 else f"{v:g}"
     return str(v)
 
 
-def _describe(d: dict[str, Any], lead: str) -> str:
+# The facts worth a line of the prompt; other keys of room.target / room.deal
+# stay in the REPL for the root to look up.
+TARGET_KEYS = ("industry", "jurisdiction", "hq")
+DEAL_KEYS = ("price", "buyer", "signing_target")
+
+
+def _describe(d: dict[str, Any], lead: str, keys: tuple[str, ...]) -> str:
     head = d.get(lead)
-    rest = ", ".join(f"{k}: {_fmt_value(v)}" for k, v in d.items() if k != lead)
+    shown = [k for k in keys if k in d] or [k for k, v in d.items() if k != lead and isinstance(v, str | int | float)]
+    parts = []
+    for k in shown:
+        value = _fmt_value(d[k])
+        if k == "price" and d.get("currency"):
+            value = f"{d['currency']} {value}"
+        parts.append(f"{k.replace('_', ' ')}: {value}")
+    rest = ", ".join(parts)
     if head is None:
         return rest or "(not given)"
     return f"{head} ({rest})" if rest else str(head)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def room_info(
@@ -225,15 +244,25 @@ def room_info(
     ``depth2`` holds the ``rlm_query`` line of ``variant`` when this episode
     may still spawn children (depth < max_depth), else "".
     """
-    counts: dict[str, list[int]] = {}
+    # Top-level folders with their document, subfolder and token counts: compact
+    # for a 5,000-document room, and enough to plan the split of the work.
+    top: dict[str, list[Any]] = {}
     for d in room.documents:
-        c = counts.setdefault(d.folder or ".", [0, 0])
+        head = d.folder.split("/", 1)[0] if d.folder else "."
+        c = top.setdefault(head, [0, 0, set()])
         c[0] += 1
         c[1] += d.n_tokens
-    folders = sorted(counts)
-    lines = [f"- {f}/ ({n} docs, {t:,} tokens)" for f, (n, t) in ((f, counts[f]) for f in folders[:MAX_LISTED_FOLDERS])]
-    if len(folders) > MAX_LISTED_FOLDERS:
-        lines.append(f"- ... and {len(folders) - MAX_LISTED_FOLDERS} more folders (see room.folders)")
+        if d.folder != head and d.folder:
+            c[2].add(d.folder)
+    names = sorted(top)
+    lines = []
+    for f in names[:MAX_LISTED_FOLDERS]:
+        n, t, subs = top[f]
+        sub = f" in {_plural(len(subs), 'subfolder')}" if subs else ""
+        lines.append(f"- {f}/: {_plural(n, 'document')}{sub}, {t:,} tokens")
+    if len(names) > MAX_LISTED_FOLDERS:
+        lines.append(f"- ... and {len(names) - MAX_LISTED_FOLDERS} more folders (see room.folders)")
+    folders = room.folders
     depth2 = ""
     if depth < max_depth and variant is not None and "depth2" in variant.sections:
         depth2 = variant.sections["depth2"]
@@ -242,11 +271,12 @@ def room_info(
     return {
         "room_name": room.name,
         "target_name": target.get("name", room.name),
-        "target": _describe(target, "name"),
-        "deal": _describe(deal, "type"),
+        "target": _describe(target, "name", TARGET_KEYS),
+        "deal": _describe(deal, "type", DEAL_KEYS),
         "n_documents": f"{len(room.documents):,}",
         "total_tokens": f"{room.n_tokens:,}",
         "n_folders": f"{len(folders):,}",
+        "n_top_folders": f"{len(names):,}",
         "folder_table": "\n".join(lines),
         "subagent_context_tokens": f"{subagent_context_tokens:,}",
         "output_chars": f"{output_chars:,}",

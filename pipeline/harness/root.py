@@ -59,9 +59,11 @@ def format_cell(result: Any, output_chars: int) -> tuple[str, str | None]:
     errors: list[str] = []
     if result.error:
         errors.append(cut(str(result.error).strip(), ERROR_CHARS))
-    if result.limit:
-        errors.append(f"[limit] {result.limit}")
-    if getattr(result, "reset", False):
+    # "output" only means the print-out was cut, which its marker already shows;
+    # other limits (timeout, memory, sandbox) normally come with an error text.
+    if result.limit and result.limit != "output" and not result.error:
+        errors.append(f"[limit: {result.limit}]")
+    if getattr(result, "reset", False) and "restarted" not in (result.error or ""):
         errors.append("[the REPL was restarted: variables from earlier cells are gone]")
     parts += errors
     if not parts:
@@ -362,3 +364,71 @@ async def run_episode(
         t0=time.monotonic(),
     )
     return await episode.run()
+
+
+# --------------------------------------------------------------------------- the worked example
+
+
+async def replay_example(variant_name: str, subagent: Backend | None = None) -> list[str]:
+    """Run a variant's worked-example programs on its example room; the REPL messages the harness would show.
+
+    The example's user turns must equal these (tests/harness/test_prompts.py
+    checks it), so the example never shows output its program cannot produce.
+    The subagent defaults to the extractive reader.
+    """
+    from pipeline.config import BackendConfig
+    from pipeline.harness.prompts import load_example
+    from pipeline.harness.room_export import export_room
+    from pipeline.harness.sandbox import Sandbox, SandboxLimits
+    from pipeline.llm.extractive import ExtractiveBackend
+
+    variant = load_variant(variant_name)
+    if not variant.example_source:
+        raise PromptError(f"{variant.source}: variant {variant_name!r} has no worked example")
+    subagent = subagent or ExtractiveBackend(BackendConfig(kind="extractive"))
+    room, messages = load_example(Path(variant.example_source), variant)
+    harness = HarnessConfig()
+    runner = SubagentRunner(
+        subagent,
+        GenerationParams(max_tokens=harness.subagent_max_new_tokens, temperature=0.0),
+        concurrency=4,
+        max_calls=harness.max_subcalls,
+        max_tokens=harness.max_subcall_tokens,
+        t0=time.monotonic(),
+    )
+
+    async def on_llm(kind: str, payload: dict[str, Any]) -> Any:
+        return await runner.batch(payload["prompts"])
+
+    shown: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rlm-example-") as tmp:
+        room_dir = export_room(room, Path(tmp) / "room")
+        limits = SandboxLimits(harness.cell_timeout_s, harness.memory_mb, harness.output_chars)
+        async with Sandbox(room_dir, limits, on_llm=on_llm) as sandbox:
+            for m in messages:
+                if m["role"] != "assistant":
+                    continue
+                parts = []
+                for code in code_blocks(m["content"]):
+                    result = await sandbox.run_cell(code)
+                    parts.append(format_cell(result, harness.output_chars)[0])
+                    memo = _submitted_memo(result)
+                    if memo is not None:
+                        parts.append(variant.section("submitted", {"memo_chars": len(memo)}))
+                shown.append("\n".join(parts))
+    return shown
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Print the REPL output of a prompt variant's worked example.")
+    ap.add_argument("--replay-example", metavar="VARIANT", required=True)
+    args = ap.parse_args(argv)
+    for text in asyncio.run(replay_example(args.replay_example)):
+        print(text)
+        print("-----")
+
+
+if __name__ == "__main__":
+    main()

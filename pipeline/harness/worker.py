@@ -440,7 +440,12 @@ class Worker:
     def _describe(self, e: BaseException) -> tuple[str, str | None]:
         if isinstance(e, MemoryError):
             return f"MemoryError: cell exceeded the memory limit ({self.memory_mb} MB)", "memory"
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith("<cell-")]
+        # Only model-code frames, and only their lines are looked up: their source is in linecache,
+        # while reading the worker's own files would be an open() the audit hook refuses.
+        cell_frames = (
+            (f, n) for f, n in traceback.walk_tb(e.__traceback__) if f.f_code.co_filename.startswith("<cell-")
+        )
+        frames = traceback.StackSummary.extract(cell_frames, limit=None)
         lines = []
         if frames:
             lines.append("Traceback (most recent call last):\n")

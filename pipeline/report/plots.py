@@ -77,8 +77,12 @@ def heldout_rooms(
     for y, r in zip(ys, both, strict=True):
         b, c = 100 * base[r], 100 * cand[r]
         ax.plot([b, c], [y, y], color="#999999", lw=1.5, zorder=1)
-    ax.scatter([100 * base[r] for r in both], ys, color="#1f77b4", zorder=2, label=labels[0])
-    ax.scatter([100 * cand[r] for r in both], ys, color="#d62728", zorder=2, label=labels[1])
+    # Base as a larger hollow ring, so a room where both score the same still shows both markers.
+    ax.scatter(
+        [100 * base[r] for r in both], ys, s=90, facecolors="none", edgecolors="#1f77b4", lw=2, zorder=2,
+        label=labels[0],
+    )  # fmt: skip
+    ax.scatter([100 * cand[r] for r in both], ys, s=30, color="#d62728", zorder=3, label=labels[1])
     ax.set_yticks(ys, both, fontsize=8)
     ax.set_xlim(-3, 103)
     ax.set_xlabel("mean rubric pass rate (%)")
@@ -118,7 +122,11 @@ def funnel(row: dict, path: Path) -> Path | None:
 
 def training_loss(logs: dict[str, Sequence[dict]], path: Path) -> Path | None:
     """Training loss (lines) and eval loss (markers) per optimizer step, one colour per training run."""
-    logs = {k: v for k, v in logs.items() if any(r.get("loss") is not None or r.get("eval_loss") is not None for r in v)}
+    logs = {
+        k: v
+        for k, v in logs.items()
+        if any(r.get("loss") is not None or r.get("eval_loss") is not None for r in v)
+    }
     if not logs:
         return None
     fig = Figure(figsize=(7, 4))
@@ -131,7 +139,12 @@ def training_loss(logs: dict[str, Sequence[dict]], path: Path) -> Path | None:
             ax.plot(*zip(*tr, strict=True), color=colours[train_id], lw=1.5, label=f"{train_id} train")
         if ev:
             ax.plot(
-                *zip(*ev, strict=True), color=colours[train_id], ls="--", marker="o", ms=4, label=f"{train_id} eval"
+                *zip(*ev, strict=True),
+                color=colours[train_id],
+                ls="--",
+                marker="o",
+                ms=4,
+                label=f"{train_id} eval",
             )
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
@@ -157,8 +170,13 @@ def delegation_vs_size(rows: Sequence[dict], labels: dict[str, str], path: Path)
         r_val = pearson(xs, ys)
         r_txt = "r undefined" if r_val is None or math.isnan(r_val) else f"r={r_val:.2f}"
         ax.scatter(xs, ys, s=22, alpha=0.7, color=colours[pid], label=f"{labels.get(pid, pid)} ({r_txt})")
-    ax.set_xscale("log")
-    ax.set_xlabel("room size (tokens, log scale)")
+    sizes = [float(r["room_n_tokens"]) for r in pts]
+    # A log axis only helps when room sizes span an order of magnitude; below that it just hides the ticks.
+    if max(sizes) >= 10 * min(sizes):
+        ax.set_xscale("log")
+        ax.set_xlabel("room size (tokens, log scale)")
+    else:
+        ax.set_xlabel("room size (tokens)")
     ax.set_ylabel("subagent calls per trajectory")
     ax.set_title("Delegation vs room size")
     ax.grid(True, which="both", alpha=0.3)

@@ -99,10 +99,15 @@ def to_html(title: str, sections: list[Section], headline: str = "") -> str:
             if isinstance(b, Table):
                 if b.caption:
                     out.append(f'<p class="caption">{e(b.caption)}</p>')
-                out.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in b.headers) + "</tr></thead><tbody>")
+                out.append(
+                    "<table><thead><tr>"
+                    + "".join(f"<th>{e(h)}</th>" for h in b.headers)
+                    + "</tr></thead><tbody>"
+                )
                 for row in b.rows:
                     cells = "".join(
-                        f'<td class="num">{e(str(c))}</td>' if _is_num(c) else f"<td>{e(str(c))}</td>" for c in row
+                        f'<td class="num">{e(str(c))}</td>' if _is_num(c) else f"<td>{e(str(c))}</td>"
+                        for c in row
                     )
                     out.append(f"<tr>{cells}</tr>")
                 out.append("</tbody></table>")

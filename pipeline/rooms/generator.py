@@ -172,8 +172,8 @@ def _fill(ctx: Ctx, n: int) -> None:
     weights = [FILLER_WEIGHTS[c] for c in cats]
     counterparties: dict[str, list[tuple[str, str]]] = {c: [] for c in cats}
     engineers: list[str] = []
-    target = len(ctx.docs) + n
-    while len(ctx.docs) < target:
+    ctx.limit = len(ctx.docs) + n
+    while len(ctx.docs) < ctx.limit:
         cat = ctx.rng.choices(cats, weights)[0]
         _FILLERS[cat](ctx, counterparties[cat], engineers)
 
@@ -270,7 +270,7 @@ def _money_table(category: str, stem: str, label: str):
 
 def _employment(ctx: Ctx, pool, eng) -> None:
     r = ctx.rng.random()
-    if r < 0.6:
+    if r < 0.6 and len(ctx.docs) + 2 <= ctx.limit:
         # an engineer hired with the usual paperwork: offer letter and a signed PIIA
         name = ctx.person()
         eng.append(name)

@@ -53,6 +53,7 @@ class Ctx:
     paths: set[str] = field(default_factory=set)
     criteria: list[Criterion] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
+    limit: int = 0  # number of documents the room will hold
 
     @property
     def t_short(self) -> str:
@@ -63,8 +64,14 @@ class Ctx:
         return self.target["name"]
 
     def size(self) -> int:
-        """Characters for the next document: mean tokens_per_document tokens, spread 0.4x-1.6x."""
-        return int(self.tokens_per_document * 4 * (0.4 + 1.2 * self.rng.random()))
+        """Characters for the next document, spread 0.5x-1.9x of tokens_per_document.
+
+        The mean is above 1x because letters, amendments and certificates take
+        a fraction of it; rooms then average about tokens_per_document tokens.
+        """
+        chars = self.tokens_per_document * 4 * (0.5 + 1.4 * self.rng.random())
+        # headers and signature blocks come on top of the body: about 900 characters
+        return int(max(chars * 0.3, chars - 900))
 
     def add(self, category: str, sub: str, filename: str, title: str, text: str, kind: str) -> str:
         base = f"{folder(category)}/{sub}/{filename}" if sub else f"{folder(category)}/{filename}"
@@ -126,12 +133,12 @@ def agreement(ctx: Ctx, title: str, cp_legal: str, role: str, date: str, planted
         f"RECITALS\n\nWHEREAS, {recital or 'the parties wish to set out the terms on which they will do business'}; and "
         f"WHEREAS, the parties have negotiated this Agreement at arm's length with the benefit of counsel.\n\n"
         f"NOW, THEREFORE, in consideration of the mutual covenants set out below, the parties agree as follows.\n\n"
-        f"1. Definitions\n\n{definitions(w, 5)}"
+        f"1. Definitions\n\n{definitions(w, 5 if chars > 8000 else 2)}"
     )
     short = cp_legal.rsplit(" ", 1)[0]
-    secs, numbers = w.sections(short, chars - len(head), start=2, planted=list(planted))
     sig = signature_block([(ctx.t_legal, ctx.target["ceo"], "Chief Executive Officer"),
                            (cp_legal, ctx.person(), ROLES[ctx.rng.randrange(len(ROLES))])])
+    secs, numbers = w.sections(short, chars - len(head) - len(sig), start=2, planted=list(planted))
     return "\n\n".join([head, *secs, sig]) + "\n", numbers
 
 

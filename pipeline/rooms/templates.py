@@ -256,6 +256,7 @@ class Writer:
         est = max(len(planted) + 1, chars // 2000)  # a section is ~2,000 characters
         slots = sorted(r.sample(range(est), len(planted))) if planted else []
         numbers: dict[str, str] = {}
+        lo, hi = (3, 6) if chars > 6000 else (1, 3)  # short documents get short sections
         out: list[str] = []
         size = 0
         i = 0
@@ -264,7 +265,7 @@ class Writer:
             sec = start + i
             if pi < len(planted) and (i >= slots[pi] or size >= chars):
                 heading, clause = planted[pi]
-                sub = r.randrange(1, 3)
+                sub = r.randrange(lo - 1, hi - 1) if lo > 1 else r.randrange(0, 2)
                 paras = [self.paragraph(f"{sec}.{j}", party) for j in range(1, sub + 1)]
                 numbers[heading] = f"{sec}.{sub + 1}"
                 paras.append(f"{sec}.{sub + 1} {clause}")
@@ -272,7 +273,7 @@ class Writer:
                 pi += 1
             else:
                 heading = headings[(i + r.randrange(3)) % len(headings)]
-                paras = [self.paragraph(f"{sec}.{j}", party) for j in range(1, r.randrange(3, 6))]
+                paras = [self.paragraph(f"{sec}.{j}", party) for j in range(1, r.randrange(lo, hi) + 1)]
             block = f"{sec}. {heading}\n\n" + "\n\n".join(paras)
             out.append(block)
             size += len(block)

@@ -145,6 +145,29 @@ def test_reference_judge_passes_a_memo_that_names_the_category_and_cites_the_pat
     assert not passed(
         check_criterion(c, f"Key finding: a {phrase} provision needs attention.")
     )  # no citation
+    # A memo with one paragraph per expert finding passes every criterion, traps included:
+    # the wording of one finding never flags a decoy on the same contract.
+    for r in rooms:
+        memo = "\n\n".join(
+            f"{c.paths[0]}: {c.any_of[0][0]} provision found." for c in r.criteria if not c.is_trap
+        )
+        failed = [c.criterion_id for c in r.criteria if not passed(check_criterion(c, memo))]
+        assert not failed
     trap = next(c for r in rooms for c in r.criteria if c.is_trap)
     assert passed(check_criterion(trap, "The contracts look ordinary."))
     assert not passed(check_criterion(trap, f"{trap.paths[0]} has a {trap.any_of[0][0]} clause."))
+
+
+def test_cuad_room_round_trips_through_a_duckdb_file(rooms, tmp_path: Path):
+    from pipeline import db
+    from pipeline.rooms.store import load_room, save_room
+
+    con = db.connect(tmp_path / "w.duckdb")
+    save_room(con, rooms[1])
+    back = load_room(con, rooms[1].name)
+    con.close()
+    assert back.source == "cuad" and back.split == rooms[1].split and back.deal == rooms[1].deal
+    assert {d.path: d.text for d in back.documents} == {d.path: d.text for d in rooms[1].documents}
+    assert sorted(back.criteria, key=lambda c: c.criterion_id) == sorted(
+        rooms[1].criteria, key=lambda c: c.criterion_id
+    )

@@ -73,6 +73,17 @@ def repl_output(room: str, i: int, extra_chars: int) -> str:
     return body + ("\n" + "x " * (extra_chars // 2) if extra_chars else "")
 
 
+def fill_required(con, table: str, rows: list[dict]) -> list[dict]:
+    """Give every NOT NULL column without a default a neutral value, so the fixture follows schema growth."""
+    cols = con.execute(
+        "select column_name, data_type from information_schema.columns "
+        "where table_name = ? and is_nullable = 'NO' and column_default is null",
+        [table],
+    ).fetchall()
+    neutral = {"VARCHAR": "", "JSON": {}, "BOOLEAN": False, "TIMESTAMP": db.now()}
+    return [{**{c: neutral.get(t, 0) for c, t in cols if c not in r}, **r} for r in rows]
+
+
 def make_warehouse(
     tmp_path: Path,
     rooms: tuple[str, ...] = ("room-a", "room-b", "room-c", "room-d"),
@@ -91,7 +102,7 @@ def make_warehouse(
     for r in rooms:
         room_rows.append(
             {"room_id": r, "name": r, "source": "generated", "split": "train", "seed": 0, "target": {"name": r},
-             "deal": {"type": "share purchase"}, "n_documents": 3, "n_tokens": 3000}
+             "deal": {"type": "share purchase"}, "n_documents": 3, "n_tokens": 3000, "created_at": db.now()}
         )  # fmt: skip
     specs = [(f"{r}-t{k}", r, 0) for r in rooms for k in range(per_room)]
     if long_one:
@@ -112,7 +123,8 @@ def make_warehouse(
              "reason": "accepted" if ok else "min_pass_rate", "params": {"min_pass_rate": 0.3, "min_coverage": 0.5},
              "created_at": db.now()}
         )  # fmt: skip
-    db.write_many(con, {"rooms": room_rows, "trajectories": traj_rows, "selections": sel_rows})
+    tables = {"rooms": room_rows, "trajectories": traj_rows, "selections": sel_rows}
+    db.write_many(con, {t: fill_required(con, t, rows) for t, rows in tables.items()})
     con.close()
     return cfg
 
@@ -185,9 +197,8 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     dsd = datasets.load_from_disk(str(folder / "hf"))
     for split in ("train", "validation"):
         assert (folder / "parquet" / f"{split}.parquet").exists()
-        assert datasets.Dataset.from_parquet(str(folder / "parquet" / f"{split}.parquet"))["trajectory_id"] == dsd[
-            split
-        ]["trajectory_id"]
+        from_parquet = datasets.Dataset.from_parquet(str(folder / "parquet" / f"{split}.parquet"))
+        assert list(from_parquet["trajectory_id"]) == list(dsd[split]["trajectory_id"])
 
     # Split by room: no room on both sides.
     train_rooms, val_rooms = set(dsd["train"]["room_id"]), set(dsd["validation"]["room_id"])
@@ -203,7 +214,7 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     assert trained_text == "".join(c + "<|im_end|>" for c in root_turns)
     for text in (SYSTEM, EXAMPLE_TASK, EXAMPLE_CODE, EXAMPLE_OUTPUT, "Section 0.2"):
         assert text not in trained_text
-    everything = json.dumps(dsd["train"]["messages"]) + json.dumps(dsd["validation"]["messages"])
+    everything = json.dumps(list(dsd["train"]["messages"]) + list(dsd["validation"]["messages"]))
     assert SUBAGENT_PROMPT not in everything and "SUBAGENT-ANSWER" not in everything
     assert EXAMPLE_CODE in dsd["train"][0]["messages"][2]["content"]  # kept (masked) in the prompt
 
@@ -213,7 +224,7 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     assert card["context_distillation"] is False and card["counts"]["dropped_too_long"] == 1
     assert card["trajectory_ids"]["dropped"] == ["room-a-long"]
     assert "room-a-rejected" not in json.dumps(card["trajectory_ids"])
-    assert card["token_stats"]["train"]["trained_tokens"] == sum(dsd["train"]["n_trained"])
+    assert card["token_stats"]["train"]["trained_tokens"] == sum(list(dsd["train"]["n_trained"]))
     assert card["tokenizer"]["boundary_mismatches"] == 0
     assert "sel-1" in (folder / "README.md").read_text()
     con = db.connect(warehouse.run.db_path)
@@ -233,7 +244,7 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     cd = dataset.run(warehouse)
     assert cd["reused"] is False and cd["version"] == 2 and cd["dataset_id"] != counts["dataset_id"]
     cd_ds = datasets.load_from_disk(str(Path(cd["path"]) / "hf"))
-    assert EXAMPLE_CODE not in json.dumps(cd_ds["train"]["messages"])
+    assert EXAMPLE_CODE not in json.dumps(list(cd_ds["train"]["messages"]))
     assert json.loads((Path(cd["path"]) / "card.json").read_text())["context_distillation"] is True
     con = db.connect(warehouse.run.db_path)
     assert con.execute("select count(*) from datasets").fetchone()[0] == 2

@@ -1,0 +1,86 @@
+"""Scale-out executor for the sampler: Ray tasks that return traces.
+
+Ray workers never touch DuckDB (one writing process): each task runs one
+trajectory in its own process — its own backends, its own REPL worker — and
+returns the trace as a dict; the driver ingests each result as it arrives,
+one transaction per trajectory. A worker that dies loses only its own
+trajectory (Ray retries the task up to ``max_retries``; anything still
+missing is sampled by the next run, since the sampler tops up to k).
+Install with `pip install -e '.[ray]'`; `sample.executor=ray` selects it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.config import PipelineConfig
+from pipeline.harness.trace import Trace
+from pipeline.policies import Policy
+from pipeline.rooms.model import Room
+
+
+def _one_trajectory(cfg_dict: dict, policy: dict, job: dict, room: Room, room_dir: str) -> dict:
+    from pipeline.config import load_config
+    from pipeline.llm.base import make_backend
+    from pipeline.policies import root_backend_config
+    from stages.sample import Job, _episode
+
+    cfg = load_config(None)
+    _fill(cfg, cfg_dict)
+    pol = Policy(**policy)
+    root = make_backend(root_backend_config(pol, cfg))
+    sub = make_backend(cfg.models.subagent)
+
+    async def go() -> Trace:
+        try:
+            return await _episode(cfg, room, Path(room_dir), root, sub, pol, Job(**job))
+        finally:
+            for b in (root, sub):
+                await b.aclose()
+
+    return asyncio.run(go()).to_dict()
+
+
+def _fill(obj, data: dict) -> None:
+    for k, v in data.items():
+        cur = getattr(obj, k)
+        if dataclasses.is_dataclass(cur):
+            _fill(cur, v)
+        else:
+            setattr(obj, k, v)
+
+
+def run_ray(
+    cfg: PipelineConfig,
+    policy: Policy,
+    jobs: list,
+    rooms: dict[str, Room],
+    dirs: dict[str, Path],
+    ingest: Callable,
+) -> None:
+    try:
+        import ray
+    except ImportError as exc:
+        raise RuntimeError("sample.executor=ray needs Ray: pip install -e '.[ray]'") from exc
+    if not ray.is_initialized():
+        ray.init(num_cpus=max(1, cfg.sample.concurrency), include_dashboard=False, log_to_driver=False)
+    task = ray.remote(max_retries=2)(_one_trajectory)
+    cfg_dict = cfg.to_dict()
+    pol = dataclasses.asdict(policy)
+    room_refs = {name: ray.put(room) for name, room in rooms.items()}
+    pending = {
+        task.remote(cfg_dict, pol, dataclasses.asdict(j), room_refs[j.room], str(dirs[j.room])): j for j in jobs
+    }
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            job = pending.pop(ref)
+            try:
+                trace = Trace.from_dict(ray.get(ref))
+            except Exception as exc:  # the task died after its retries: record nothing, the next run tops up
+                print(f"ray: trajectory {job.trajectory_id} failed: {exc}")
+                continue
+            ingest(job, trace)
