@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import ConfigError, PipelineConfig, config_help, load_config
+
+_OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*=")
 
 STAGES = ["rooms", "sample", "grade", "filter", "dataset", "train", "evaluate", "report"]
 
@@ -43,52 +46,45 @@ def _parser() -> argparse.ArgumentParser:
     rooms = sub.add_parser("rooms", help="generate, import, build from CUAD, list, show or export rooms")
     rsub = rooms.add_subparsers(dest="action", required=True)
     g = rsub.add_parser("generate", help="generate rooms.n_rooms synthetic rooms")
-    g.add_argument("overrides", nargs="*", help="key=value config overrides")
     i = rsub.add_parser("import", help="import a folder of documents as a room")
     i.add_argument("folder")
     i.add_argument("--name", required=True)
     i.add_argument("--rubric", default=None, help="optional rubric file (YAML or JSONL)")
     i.add_argument("--split", default="train", choices=["train", "heldout"])
-    i.add_argument("overrides", nargs="*")
     c = rsub.add_parser("cuad", help="build rooms from the CUAD / MAUD / ContractNLI corpora")
     c.add_argument("corpus", help="folder holding cuad/, maud/ and contractnli/")
     c.add_argument("--n-rooms", type=int, default=2)
     c.add_argument("--contracts-per-room", type=int, default=40)
-    c.add_argument("overrides", nargs="*")
     ls = rsub.add_parser("list", help="list rooms in the warehouse")
-    ls.add_argument("overrides", nargs="*")
     sh = rsub.add_parser("show", help="folder tree, counts, tokens and rubric kinds of a room")
     sh.add_argument("name")
-    sh.add_argument("overrides", nargs="*")
     ex = rsub.add_parser("export", help="write a room's documents as files (and its rubric as JSONL)")
     ex.add_argument("name")
     ex.add_argument("out")
-    ex.add_argument("overrides", nargs="*")
 
     for name in STAGES[1:]:
-        s = sub.add_parser(name, help=f"run the {name} stage")
-        s.add_argument("overrides", nargs="*", help="key=value config overrides")
+        sub.add_parser(name, help=f"run the {name} stage (key=value overrides after it)")
     for name, text in [("distill", "run every stage once"), ("nightly", "run one nightly improvement round")]:
-        s = sub.add_parser(name, help=text)
-        s.add_argument("overrides", nargs="*")
+        sub.add_parser(name, help=text)
 
     q = sub.add_parser("sql", help="run SQL against the run's warehouse and print a table")
     q.add_argument("query", nargs="?", help="a SQL statement")
     q.add_argument("--file", help="a .sql file, e.g. sql/queries/criteria_failing_most.sql")
     q.add_argument("--shell", action="store_true", help="interactive DuckDB shell")
-    q.add_argument("--overrides", nargs="*", default=[])
 
     cfgp = sub.add_parser("config", help="print the resolved config, or every key with its help")
     cfgp.add_argument("--keys", action="store_true")
-    cfgp.add_argument("overrides", nargs="*")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
+    # key=value overrides may appear anywhere after the command (argparse cannot
+    # mix them with a subcommand's own positionals), so take them out first.
+    overrides = [a for a in argv if _OVERRIDE.match(a)]
+    args = _parser().parse_args([a for a in argv if not _OVERRIDE.match(a)])
     try:
-        cfg = load_config(args.recipe, getattr(args, "overrides", []) or [])
+        cfg = load_config(args.recipe, overrides)
         return _dispatch(args, cfg, argv)
     except (ConfigError, UserError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

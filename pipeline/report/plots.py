@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from pipeline.stats import pearson
 
@@ -146,6 +147,7 @@ def training_loss(logs: dict[str, Sequence[dict]], path: Path) -> Path | None:
                 ms=4,
                 label=f"{train_id} eval",
             )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.set_title("Training loss")
