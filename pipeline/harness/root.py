@@ -11,7 +11,7 @@ the trajectory's call and token budgets and records every call.
 Endings (``Trace.status``): ``submitted`` (the code called ``submit(memo)``),
 ``turn_limit`` (after ``max_turns`` the root is asked once for its memo and
 did not submit; its final completion is the memo), ``budget`` (the subagent
-budget ran out), ``timeout`` (``episode_timeout_s``), ``error`` (anything
+budget ran out; a memo submitted in that same cell is kept), ``timeout`` (``episode_timeout_s``), ``error`` (anything
 else, with the reason). Model misbehaviour never raises out of
 ``run_episode``.
 
@@ -231,12 +231,15 @@ class _RlmEpisode:
             comp, text, started, new, code="\n\n".join(ran), output=output, error="\n".join(errors) or None
         )
         if memo is not None:
+            self.trace.memo_started_s = started
+        # An exhausted budget ends the episode even when the same cell submitted:
+        # that memo was written from refused (ERROR) subagent answers. It is kept.
+        if self.runner.budget_exceeded:
+            self.rec.finish("budget", f"subagent budget exhausted: {self.runner.budget_exceeded}", memo)
+            return True
+        if memo is not None:
             reason = "submit() when asked at the turn limit" if final else "submit()"
             self.rec.finish("submitted", reason, memo)
-            self.trace.memo_started_s = started
-            return True
-        if self.runner.budget_exceeded:
-            self.rec.finish("budget", f"subagent budget exhausted: {self.runner.budget_exceeded}")
             return True
         if final:
             self.rec.finish("turn_limit", "turn limit: no submit(); the final completion is the memo", comp.text.strip())

@@ -160,7 +160,10 @@ class RoomTools:
         length = self.output_chars if length is None else length
         if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or length < 1:
             raise ToolCallError("read: offset must be an integer >= 0 and length an integer >= 1")
-        length = min(length, self.output_chars)
+        # The header says exactly which characters were shown, so the piece is
+        # sized to fit the output limit with it instead of being cut by it.
+        header_room = len(f"{path} [characters {offset}-{offset + length} of {len(text)}]\n") + 8
+        length = max(1, min(length, self.output_chars - header_room))
         piece = text[offset : offset + length]
         return f"{path} [characters {offset}-{offset + len(piece)} of {len(text)}]\n{piece}"
 

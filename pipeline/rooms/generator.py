@@ -170,7 +170,7 @@ def _cycle(rng: random.Random, items: list[str]):
 def _fill(ctx: Ctx, n: int) -> None:
     cats = list(FILLER_WEIGHTS)
     weights = [FILLER_WEIGHTS[c] for c in cats]
-    counterparties: dict[str, list[tuple[str, str]]] = {c: [] for c in cats}
+    counterparties: dict[str, list[dict]] = {c: [] for c in cats}
     engineers: list[str] = []
     ctx.limit = len(ctx.docs) + n
     while len(ctx.docs) < ctx.limit:
@@ -178,24 +178,30 @@ def _fill(ctx: Ctx, n: int) -> None:
         _FILLERS[cat](ctx, counterparties[cat], engineers)
 
 
-def _counterparty(ctx: Ctx, pool: list[tuple[str, str]]) -> tuple[str, str, bool]:
-    """A counterparty for the next document: often a new one, sometimes one already in the folder."""
+def _counterparty(ctx: Ctx, pool: list[dict]) -> tuple[dict, bool]:
+    """A counterparty for the next document: often a new one, sometimes one already in the folder.
+
+    A pool entry records the agreements made with it ({title: (date, amendments so far)}) so
+    that an amendment always amends an agreement that is in the room, numbered in sequence.
+    """
     if pool and ctx.rng.random() < 0.3:
-        short, legal = pool[ctx.rng.randrange(len(pool))]
-        return short, legal, True
+        return pool[ctx.rng.randrange(len(pool))], True
     short, legal = ctx.names.company()
-    pool.append((short, legal))
-    return short, legal, False
+    entry = {"short": short, "legal": legal, "agreements": {}}
+    pool.append(entry)
+    return entry, False
 
 
 def _contract(ctx: Ctx, category: str, pool, _eng) -> None:
-    short, legal, seen = _counterparty(ctx, pool)
+    cp, seen = _counterparty(ctx, pool)
+    short, legal = cp["short"], cp["legal"]
     s = slug(short)
-    title, role = ctx.rng.choice(AGREEMENT_TITLES[category])
-    if seen and ctx.rng.random() < 0.5:
-        n = ctx.rng.randrange(1, 4)
-        odate, adate = ctx.date_pair()
-        text = amendment(ctx, n, title, legal, adate, odate, [
+    if seen and cp["agreements"] and ctx.rng.random() < 0.5:
+        title = sorted(cp["agreements"])[ctx.rng.randrange(len(cp["agreements"]))]
+        odate, n = cp["agreements"][title]
+        n += 1
+        cp["agreements"][title] = (odate, n)
+        text = amendment(ctx, n, title, legal, ctx.date(), odate, [
             f"The Term is extended by {ctx.rng.randrange(12, 37)} months from the current expiry date, and the parties "
             f"confirm that {short} has no outstanding claims for service credits.",
             f"The Fees set out in Schedule A are increased by {ctx.rng.randrange(2, 7)} percent with effect from "
@@ -203,7 +209,12 @@ def _contract(ctx: Ctx, category: str, pool, _eng) -> None:
         ctx.add(category, s, f"amendment_no_{n}_{slug(title)}_{s}.txt", f"Amendment No. {n} - {title} - {short}", text,
                 "amendment")
         return
-    text, _ = agreement(ctx, title, legal, role, ctx.date())
+    title, role = ctx.rng.choice(AGREEMENT_TITLES[category])
+    odate = ctx.date()
+    if title in cp["agreements"]:
+        title = f"{title} ({odate.rsplit(' ', 1)[1]})"
+    cp["agreements"][title] = (odate, 0)
+    text, _ = agreement(ctx, title, legal, role, odate)
     ctx.add(category, s, f"{slug(title)}_{s}.txt", f"{title} - {short}", text, "agreement")
 
 
@@ -303,7 +314,8 @@ def _reportish(category: str, sub: str, titles: list[str]):
 
 def _letters(category: str, sub: str, subjects: list[str]):
     def f(ctx: Ctx, pool, eng) -> None:
-        short, legal, _ = _counterparty(ctx, pool)
+        cp, _ = _counterparty(ctx, pool)
+        short, legal = cp["short"], cp["legal"]
         subject = ctx.rng.choice(subjects)
         d = ctx.date()
         text = letter(ctx, legal, ctx.t_legal, d, subject, [ctx.writer.paragraph("", short)], short)

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pipeline.rooms.model import CATEGORIES, Amount, Criterion, Document
 from pipeline.rooms.templates import (
     AGENCIES_ENV,
+    MINUTES_SENTENCES,
+    PLEADING_HEADINGS,
+    REPORT_HEADINGS,
     ROLES,
     TAX_AGENCIES,
     Names,
@@ -176,10 +179,12 @@ def letter(ctx: Ctx, sender: str, recipient: str, date: str, subject: str, paras
             + f"\n\nYours faithfully,\n\n/s/ {signer}\n{signer}\nfor and on behalf of {sender}\n")
 
 
-def report(ctx: Ctx, title: str, intro: str, planted=(), chars: int | None = None, party: str | None = None) -> str:
+def report(ctx: Ctx, title: str, intro: str, planted=(), chars: int | None = None, party: str | None = None,
+           headings: list[str] | None = None) -> str:
     chars = chars or ctx.size()
     head = f"{title.upper()}\n\n{intro}"
-    secs, _ = ctx.writer.sections(party or ctx.t_short, chars - len(head), planted=list(planted))
+    secs, _ = ctx.writer.sections(party or ctx.t_short, chars - len(head), planted=list(planted),
+                                  headings=headings or REPORT_HEADINGS)
     return "\n\n".join([head, *secs]) + "\n"
 
 
@@ -190,7 +195,7 @@ def minutes(ctx: Ctx, date: str, items: list[str], chars: int | None = None) -> 
     body = list(items)
     size = sum(map(len, body))
     while size < chars:
-        p = w.paragraph("", ctx.t_short)
+        p = w.paragraph("", ctx.t_short, MINUTES_SENTENCES)
         body.insert(ctx.rng.randrange(len(body) + 1), p)
         size += len(p)
     numbered = "\n\n".join(f"{i}. {p}" for i, p in enumerate(body, 1))
@@ -371,7 +376,8 @@ def _complaint(ctx: Ctx, plaintiff_legal: str, plaintiff: str, claimed: int, cou
     text = report(ctx, f"Complaint - {plaintiff_legal} v. {ctx.t_legal}",
                   f"IN THE {court.upper()}\n\n{plaintiff_legal}, Plaintiff, v. {ctx.t_legal}, Defendant.\n\n"
                   f"Civil Action No. {ctx.rng.randrange(1, 9)}:{ctx.rng.randrange(19, 25)}-cv-"
-                  f"{ctx.rng.randrange(1000, 9999)}", planted=[("Prayer for Relief", claim)], party=plaintiff)
+                  f"{ctx.rng.randrange(1000, 9999)}", planted=[("Prayer for Relief", claim)], party=plaintiff,
+                  headings=PLEADING_HEADINGS)
     return text, claim
 
 

@@ -14,11 +14,14 @@ tolerance), every path (the full path or its file name) and none of
 ``forbidden``. A trap passes unless some unit holds the trap's fields, i.e.
 unless the memo flags the decoy. Matching is case-insensitive on text whose
 hyphens/dashes become spaces and whose whitespace is collapsed, so
-"change-of-control" matches "change of control".
+"change-of-control" matches "change of control". A phrase must begin at a
+word start (so stems work: "terminat" matches "terminate"); an entity must
+also end at a word end ("Acme" does not match "Acmeville").
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -106,18 +109,32 @@ def _path_in(path: str, norm_unit: str) -> bool:
     return normalize(path) in norm_unit or normalize(name) in norm_unit
 
 
+@functools.lru_cache(maxsize=65536)
+def _pattern(phrase: str, whole_word: bool) -> re.Pattern[str]:
+    # a phrase must start at a word start ("terminat" matches "terminate", not "exterminate");
+    # an entity must also end at a word end ("Acme" does not match "Acmeville")
+    end = r"(?!\w)" if whole_word and phrase[-1:].isalnum() else ""
+    start = r"(?<!\w)" if phrase[:1].isalnum() else ""
+    return re.compile(start + re.escape(phrase) + end)
+
+
+def _has(norm_unit: str, phrase: str, whole_word: bool = False) -> bool:
+    p = normalize(phrase).strip() if phrase.strip() else phrase
+    return p in norm_unit and bool(_pattern(p, whole_word).search(norm_unit))
+
+
 def missing(c: Criterion, unit: str, norm: str | None = None, values: list[float] | None = None) -> list[str]:
     """What ``unit`` lacks to satisfy ``c``'s fields (empty when it satisfies them)."""
     norm = normalize(unit) if norm is None else norm
-    lack = [f"entity {e!r}" for e in c.entities if normalize(e) not in norm]
+    lack = [f"entity {e!r}" for e in c.entities if not _has(norm, e, whole_word=True)]
     for group in c.any_of:
-        if not any(normalize(p) in norm for p in group):
+        if not any(_has(norm, p) for p in group):
             lack.append(f"one of {group[:4]!r}")
     if c.amounts:
         values = parse_amounts(unit) if values is None else values
         lack += [f"amount {a.value:,.0f}" for a in c.amounts if not _amount_in(a, values)]
     lack += [f"path {p!r}" for p in c.paths if not _path_in(p, norm)]
-    lack += [f"forbidden {f!r} present" for f in c.forbidden if normalize(f) in norm]
+    lack += [f"forbidden {f!r} present" for f in c.forbidden if _has(norm, f)]
     return lack
 
 

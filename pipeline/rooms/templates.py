@@ -140,6 +140,20 @@ HEADINGS = ["Definitions", "Term and Renewal", "Fees and Payment", "Delivery", "
             "Data Protection", "Service Levels", "Records", "Taxes", "Non-Solicitation", "Publicity",
             "Subcontracting", "Forecasts", "Quality Assurance", "Reporting", "Personnel", "Security",
             "Business Continuity", "Miscellaneous"]
+REPORT_HEADINGS = ["Executive Summary", "Scope", "Background", "Methodology", "Observations", "Findings",
+                   "Analysis", "Recommendations", "Limitations", "Status", "Next Review", "Appendix"]
+PLEADING_HEADINGS = ["Parties", "Jurisdiction and Venue", "Factual Background", "First Cause of Action",
+                     "Second Cause of Action", "Damages", "Jury Demand"]
+MINUTES_SENTENCES = [
+    "After discussion, upon motion duly made and seconded, the Board approved the resolution as presented.",
+    "The directors asked questions about the assumptions used and management responded to each of them.",
+    "The Board noted that the materials had been circulated to all directors in advance of the meeting.",
+    "The Chair invited comments from each director, and no objections were raised.",
+    "Management was directed to report back to the Board at its next regularly scheduled meeting.",
+    "The Audit Committee chair summarised the committee's review of the matter for the full Board.",
+    "It was noted that no director had an interest in the matter requiring disclosure.",
+    "The Secretary confirmed that notice of the meeting had been duly given to all directors.",
+]
 DEFINED_TERMS = [
     ("Applicable Law", "means all laws, statutes, regulations and binding orders of any governmental authority"),
     ("Business Day", "means a day other than a Saturday, Sunday or public holiday in the State of New York"),
@@ -238,9 +252,9 @@ class Writer:
             return f"Training for {n} personnel of {party} shall be completed in {CITIES[r.randrange(len(CITIES))]} by {date}."
         return f"{person} of {self.companies[r.randrange(len(self.companies))]} certified on {date} that inventory counts matched to within {n / 10:.1f} percent."
 
-    def paragraph(self, ref: str, party: str) -> str:
+    def paragraph(self, ref: str, party: str, pool: list[str] | None = None) -> str:
         r = self.rng
-        return self.lead(ref, party) + " " + " ".join(r.sample(BOILERPLATE, r.randrange(2, 5)))
+        return self.lead(ref, party) + " " + " ".join(r.sample(pool or BOILERPLATE, r.randrange(2, 5)))
 
     def sections(self, party: str, chars: int, start: int = 1, planted: list[tuple[str, str]] | None = None,
                  headings: list[str] | None = None) -> tuple[list[str], dict[str, str]]:

@@ -147,6 +147,7 @@ def test_subagent_budget_ends_the_episode(room, room_dir, extractive):
     assert trace.status == "budget"
     assert "max_subcalls" in trace.end_reason
     assert len([c for c in trace.subcalls if c.response is not None]) == 3
+    assert trace.memo is not None  # submitted in the same cell: kept, but the status says why it is thin
 
 
 def test_episode_wall_time_limit(room, room_dir, extractive):

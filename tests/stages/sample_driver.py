@@ -1,0 +1,29 @@
+"""Subprocess driver for the SIGKILL-and-resume test: `python sample_driver.py <run_dir>`.
+
+Runs the real sample stage with a scripted root (tests.doubles) that writes
+a delegation program, real REPL workers and the extractive subagent.
+"""
+
+import sys
+
+from pipeline.config import load_config
+from stages import sample
+from tests import doubles
+
+PROGRAM = (
+    "Reading every document.\n```python\n"
+    "answers = llm_batch([f'=== {d.path} ===\\n{d.text}' for d in room.documents])\n"
+    "print(len(answers))\n"
+    "submit('\\n\\n'.join(a for a in answers if not a.startswith('No diligence')))\n```\n"
+)
+
+
+def main() -> None:
+    doubles.SCRIPTS["program"] = lambda messages: PROGRAM
+    cfg = load_config("tiny", [f"run.dir={sys.argv[1]}", "models.root.kind=scripted", "models.root.model=program",
+                               "sample.k=5", "sample.concurrency=2", "harness.max_turns=1"])
+    sample.run(cfg)
+
+
+if __name__ == "__main__":
+    main()
