@@ -351,7 +351,23 @@ class Worker:
         self.pristine_builtins = {k: v for k, v in builtins.__dict__.items() if k not in REMOVED_BUILTINS}
         self.real_import = builtins.__import__
         self.hook_log: list[str] | None = None
-        self.threads_at_start = _thread._count()
+        self._stat_fd = self._open_stat()
+        self.threads_at_start = self._threads()
+
+    @staticmethod
+    def _open_stat() -> int | None:
+        # Opened now, before the fd limit and the audit hook: the kernel's thread count is the one
+        # a cell cannot fake or race (_thread._count() lags a thread that has not started running).
+        try:
+            return os.open("/proc/self/stat", os.O_RDONLY)
+        except OSError:
+            return None
+
+    def _threads(self) -> int:
+        if self._stat_fd is not None:
+            stat = os.pread(self._stat_fd, 4096, 0).decode("ascii", "replace")
+            return int(stat.rsplit(")", 1)[1].split()[17])  # field 20, num_threads
+        return 1 + _thread._count()
 
     # -- functions the model calls ---------------------------------------------
     def _guarded_import(self, name, globals=None, locals=None, fromlist=(), level=0):
@@ -495,7 +511,7 @@ class Worker:
             limit = "output"
         if limit == "memory":
             gc.collect()
-        restart = _thread._count() > self.threads_at_start
+        restart = self._threads() > self.threads_at_start
         if restart:
             error = ((error + "\n") if error else "") + "SandboxViolation: the cell left threads running"
             limit = "sandbox"

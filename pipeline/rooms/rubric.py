@@ -43,8 +43,20 @@ _AMOUNT = re.compile(
     rf"(?:\s?(?P<suf>{_CURRENCY_SUF})\b)?",
     re.IGNORECASE,
 )
-_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mm": 1e6, "mn": 1e6, "mln": 1e6,
-           "billion": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12}
+_SCALES = {
+    "thousand": 1e3,
+    "k": 1e3,
+    "million": 1e6,
+    "m": 1e6,
+    "mm": 1e6,
+    "mn": 1e6,
+    "mln": 1e6,
+    "billion": 1e9,
+    "bn": 1e9,
+    "b": 1e9,
+    "trillion": 1e12,
+    "tn": 1e12,
+}
 
 
 def normalize(text: str) -> str:
@@ -187,24 +199,31 @@ def evidence_memo(room: Room) -> str:
     for c in room.criteria:
         if not c.is_trap:
             by_issue.setdefault(c.issue_id or c.criterion_id, []).append(c)
-    paras = [f"Diligence memo: {room.target.get('name', room.name)} ({room.deal.get('type', 'acquisition')} by "
-             f"{room.deal.get('buyer', 'the buyer')})."]
+    paras = [
+        f"Diligence memo: {room.target.get('name', room.name)} ({room.deal.get('type', 'acquisition')} by "
+        f"{room.deal.get('buyer', 'the buyer')})."
+    ]
     for iid, crits in by_issue.items():
         forbidden = {normalize(f) for c in crits for f in c.forbidden}
         entities: list[str] = []
-        phrases: list[str] = []
+        found: list[str] = []
+        steps: list[str] = []
         amounts: list[str] = []
         paths: list[str] = []
         for c in crits:
             entities += [e for e in c.entities if e not in entities]
-            phrases += [p for p in (_phrase(g, forbidden) for g in c.any_of) if p not in phrases]
+            bucket = steps if c.kind == "next_step" else found
+            bucket += [p for p in (_phrase(g, forbidden) for g in c.any_of) if p not in found + steps]
             amounts += [f"${a.value:,.0f}" for a in c.amounts if f"${a.value:,.0f}" not in amounts]
             paths += [p for p in c.paths if p not in paths]
         kind = (crits[0].issue_kind or "issue").replace("_", " ")
         evidence = crits[0].evidence
-        text = (f"{iid} ({kind}): {', '.join(entities)}; {'; '.join(phrases)}."
-                + (f" Amounts: {', '.join(amounts)}." if amounts else "")
-                + f" Sources: {', '.join(paths)}."
-                + (f' Evidence: "{evidence}"' if evidence else ""))
+        text = (
+            f"{iid} ({kind}) - {', '.join(entities)}: {'; '.join(found) or 'see evidence'}."
+            + (f" Amount: {', '.join(amounts)}." if amounts else "")
+            + f" Sources: {', '.join(paths)}."
+            + (f" Next step: {'; '.join(steps)}." if steps else "")
+            + (f' Evidence: "{evidence}"' if evidence else "")
+        )
         paras.append(_SPACES.sub(" ", text))
     return "\n\n".join(paras) + "\n"

@@ -22,7 +22,7 @@ def _check(heldout_fraction: float) -> None:
 
 
 def split_for(name: str, heldout_fraction: float) -> str:
-    """"heldout" when the name's sha256 bucket (0-999) is below fraction x 1000, else "train"."""
+    """ "heldout" when the name's sha256 bucket (0-999) is below fraction x 1000, else "train"."""
     _check(heldout_fraction)
     return "heldout" if _bucket(name) < round(heldout_fraction * 1000) else "train"
 

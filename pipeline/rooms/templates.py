@@ -60,7 +60,16 @@ CITIES = (
     "Nashville|Salt Lake City|Charlotte|Dallas|Houston|Miami|Detroit|Baltimore|Sacramento|Omaha|Tucson|Milwaukee|"
     "Cleveland|Richmond|Boise|Madison|Toronto|London|Dublin|Amsterdam|Frankfurt|Singapore|Melbourne"
 ).split("|")
-JURISDICTIONS = ["Delaware", "Delaware", "Delaware", "New York", "California", "Texas", "Nevada", "Massachusetts"]
+JURISDICTIONS = [
+    "Delaware",
+    "Delaware",
+    "Delaware",
+    "New York",
+    "California",
+    "Texas",
+    "Nevada",
+    "Massachusetts",
+]
 INDUSTRIES = {
     "industrial robotics": ["robotic arms", "motion controllers", "vision systems"],
     "medical devices": ["infusion pumps", "diagnostic sensors", "surgical instruments"],
@@ -71,16 +80,58 @@ INDUSTRIES = {
     "logistics": ["freight forwarding services", "warehousing services", "last-mile delivery"],
     "renewable energy": ["solar inverters", "battery storage units", "charging stations"],
 }
-AGENCIES_ENV = ["State Department of Environmental Quality", "Regional Air Quality Management District",
-                "State Water Resources Control Board", "County Environmental Health Department"]
-TAX_AGENCIES = ["California Franchise Tax Board", "New York State Department of Taxation and Finance",
-                "Texas Comptroller of Public Accounts", "Internal Revenue Service", "Massachusetts Department of Revenue"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
-ROLES = ["Vice President of Operations", "Controller", "General Counsel", "Director of Procurement",
-         "Head of Engineering", "Treasurer", "Corporate Secretary", "Director of Sales", "Chief Technology Officer",
-         "Human Resources Director", "Plant Manager", "Director of Finance"]
-NUMBER_WORDS = ["five", "ten", "fifteen", "twenty", "thirty", "forty-five", "sixty", "ninety", "one hundred twenty"]
+AGENCIES_ENV = [
+    "State Department of Environmental Quality",
+    "Regional Air Quality Management District",
+    "State Water Resources Control Board",
+    "County Environmental Health Department",
+]
+TAX_AGENCIES = [
+    "California Franchise Tax Board",
+    "New York State Department of Taxation and Finance",
+    "Texas Comptroller of Public Accounts",
+    "Internal Revenue Service",
+    "Massachusetts Department of Revenue",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+ROLES = [
+    "Vice President of Operations",
+    "Controller",
+    "General Counsel",
+    "Director of Procurement",
+    "Head of Engineering",
+    "Treasurer",
+    "Corporate Secretary",
+    "Director of Sales",
+    "Chief Technology Officer",
+    "Human Resources Director",
+    "Plant Manager",
+    "Director of Finance",
+]
+NUMBER_WORDS = [
+    "five",
+    "ten",
+    "fifteen",
+    "twenty",
+    "thirty",
+    "forty-five",
+    "sixty",
+    "ninety",
+    "one hundred twenty",
+]
 
 
 def slug(text: str) -> str:
@@ -96,8 +147,15 @@ def date_str(year: int, month: int, day: int) -> str:
 
 
 # ---------------------------------------------------------------- boilerplate pool
-_SUBJECTS = ["Each party", "The Company", "The Counterparty", "The receiving party", "Each of the parties",
-             "The performing party", "The responsible party"]
+_SUBJECTS = [
+    "Each party",
+    "The Company",
+    "The Counterparty",
+    "The receiving party",
+    "Each of the parties",
+    "The performing party",
+    "The responsible party",
+]
 _PHRASES = [
     "shall comply with all applicable laws, rules and regulations in the performance of its obligations hereunder",
     "shall maintain complete and accurate books and records relating to the matters described in this Section",
@@ -134,16 +192,61 @@ BOILERPLATE = [f"{s} {p}." for s in _SUBJECTS for p in _PHRASES] + [
     "Nothing in this Agreement creates a partnership, joint venture or agency relationship.",
     "The prevailing party in any action to enforce this Agreement may recover reasonable legal fees.",
 ]
-HEADINGS = ["Definitions", "Term and Renewal", "Fees and Payment", "Delivery", "Acceptance", "Warranties",
-            "Confidentiality", "Intellectual Property", "Limitation of Liability", "Insurance", "Notices",
-            "Governing Law", "Dispute Resolution", "Force Majeure", "Audit Rights", "Compliance with Laws",
-            "Data Protection", "Service Levels", "Records", "Taxes", "Non-Solicitation", "Publicity",
-            "Subcontracting", "Forecasts", "Quality Assurance", "Reporting", "Personnel", "Security",
-            "Business Continuity", "Miscellaneous"]
-REPORT_HEADINGS = ["Executive Summary", "Scope", "Background", "Methodology", "Observations", "Findings",
-                   "Analysis", "Recommendations", "Limitations", "Status", "Next Review", "Appendix"]
-PLEADING_HEADINGS = ["Parties", "Jurisdiction and Venue", "Factual Background", "First Cause of Action",
-                     "Second Cause of Action", "Damages", "Jury Demand"]
+HEADINGS = [
+    "Definitions",
+    "Term and Renewal",
+    "Fees and Payment",
+    "Delivery",
+    "Acceptance",
+    "Warranties",
+    "Confidentiality",
+    "Intellectual Property",
+    "Limitation of Liability",
+    "Insurance",
+    "Notices",
+    "Governing Law",
+    "Dispute Resolution",
+    "Force Majeure",
+    "Audit Rights",
+    "Compliance with Laws",
+    "Data Protection",
+    "Service Levels",
+    "Records",
+    "Taxes",
+    "Non-Solicitation",
+    "Publicity",
+    "Subcontracting",
+    "Forecasts",
+    "Quality Assurance",
+    "Reporting",
+    "Personnel",
+    "Security",
+    "Business Continuity",
+    "Miscellaneous",
+]
+REPORT_HEADINGS = [
+    "Executive Summary",
+    "Scope",
+    "Background",
+    "Methodology",
+    "Observations",
+    "Findings",
+    "Analysis",
+    "Recommendations",
+    "Limitations",
+    "Status",
+    "Next Review",
+    "Appendix",
+]
+PLEADING_HEADINGS = [
+    "Parties",
+    "Jurisdiction and Venue",
+    "Factual Background",
+    "First Cause of Action",
+    "Second Cause of Action",
+    "Damages",
+    "Jury Demand",
+]
 MINUTES_SENTENCES = [
     "After discussion, upon motion duly made and seconded, the Board approved the resolution as presented.",
     "The directors asked questions about the assumptions used and management responded to each of them.",
@@ -155,7 +258,10 @@ MINUTES_SENTENCES = [
     "The Secretary confirmed that notice of the meeting had been duly given to all directors.",
 ]
 DEFINED_TERMS = [
-    ("Applicable Law", "means all laws, statutes, regulations and binding orders of any governmental authority"),
+    (
+        "Applicable Law",
+        "means all laws, statutes, regulations and binding orders of any governmental authority",
+    ),
     ("Business Day", "means a day other than a Saturday, Sunday or public holiday in the State of New York"),
     ("Confidential Information", "means all non-public information disclosed by a party, in any form"),
     ("Deliverables", "means the goods, services and work product to be provided under this Agreement"),
@@ -206,7 +312,9 @@ class Writer:
         self.target = target_short
         self.people = people
         self.companies = companies
-        self.dates = [date_str(y, m, d) for y in range(2015, 2025) for m in range(1, 13) for d in range(1, 29)]
+        self.dates = [
+            date_str(y, m, d) for y in range(2015, 2025) for m in range(1, 13) for d in range(1, 29)
+        ]
 
     def date(self) -> str:
         return self.dates[self.rng.randrange(len(self.dates))]
@@ -256,8 +364,14 @@ class Writer:
         r = self.rng
         return self.lead(ref, party) + " " + " ".join(r.sample(pool or BOILERPLATE, r.randrange(2, 5)))
 
-    def sections(self, party: str, chars: int, start: int = 1, planted: list[tuple[str, str]] | None = None,
-                 headings: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    def sections(
+        self,
+        party: str,
+        chars: int,
+        start: int = 1,
+        planted: list[tuple[str, str]] | None = None,
+        headings: list[str] | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
         """Numbered sections adding up to about ``chars`` characters.
 
         ``planted`` is a list of (heading, clause text): each is placed as a
@@ -275,7 +389,7 @@ class Writer:
         size = 0
         i = 0
         pi = 0
-        while size < chars or pi < len(planted):
+        while size < chars or pi < len(planted) or i == 0:  # at least one section, even when short
             sec = start + i
             if pi < len(planted) and (i >= slots[pi] or size >= chars):
                 heading, clause = planted[pi]
@@ -283,7 +397,9 @@ class Writer:
                 paras = [self.paragraph(f"{sec}.{j}", party) for j in range(1, sub + 1)]
                 numbers[heading] = f"{sec}.{sub + 1}"
                 paras.append(f"{sec}.{sub + 1} {clause}")
-                paras.extend(self.paragraph(f"{sec}.{j}", party) for j in range(sub + 2, sub + 2 + r.randrange(0, 2)))
+                paras.extend(
+                    self.paragraph(f"{sec}.{j}", party) for j in range(sub + 2, sub + 2 + r.randrange(0, 2))
+                )
                 pi += 1
             else:
                 heading = headings[(i + r.randrange(3)) % len(headings)]
@@ -303,7 +419,9 @@ class Writer:
 
 def signature_block(names: list[tuple[str, str, str]]) -> str:
     """names: (entity, signatory, title)."""
-    parts = ["IN WITNESS WHEREOF, the parties have executed this instrument as of the date first written above."]
+    parts = [
+        "IN WITNESS WHEREOF, the parties have executed this instrument as of the date first written above."
+    ]
     for entity, person, title in names:
         parts.append(f"{entity.upper()}\nBy: /s/ {person}\nName: {person}\nTitle: {title}")
     return "\n\n".join(parts)

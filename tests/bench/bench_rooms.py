@@ -47,8 +47,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        room = generate_room("bench-big", seed=args.seed, n_documents=args.documents,
-                             tokens_per_document=args.tokens_per_document)
+        room = generate_room(
+            "bench-big",
+            seed=args.seed,
+            n_documents=args.documents,
+            tokens_per_document=args.tokens_per_document,
+        )
         t1 = time.perf_counter()
         con = db.connect(Path(tmp) / "bench.duckdb")
         save_room(con, room)
@@ -57,15 +61,21 @@ def main() -> None:
         size_mb = (Path(tmp) / "bench.duckdb").stat().st_size / 1e6
         n_tokens = room.n_tokens
         docs_with_probe = len({p.path for p in room.probes})
-        print(f"room: {len(room.documents):,} documents, {n_tokens / 1e6:.1f}M tokens "
-              f"({n_tokens / len(room.documents):,.0f} per document), {len(room.criteria)} criteria, "
-              f"{len(room.probes):,} probes ({docs_with_probe:,} documents with a probe), {len(room.folders)} folders")
+        print(
+            f"room: {len(room.documents):,} documents, {n_tokens / 1e6:.1f}M tokens "
+            f"({n_tokens / len(room.documents):,.0f} per document), {len(room.criteria)} criteria, "
+            f"{len(room.probes):,} probes ({docs_with_probe:,} documents with a probe), {len(room.folders)} folders"
+        )
         total = t2 - t0
         rss = peak_rss_gib()
-        print(f"generate {t1 - t0:6.1f} s   save {t2 - t1:6.1f} s   total {total:6.1f} s   target {TARGET_S:.0f} s   "
-              f"ratio {total / TARGET_S:.2f}")
-        print(f"peak RSS {rss:6.2f} GiB   target {TARGET_RSS_GIB:.0f} GiB   ratio {rss / TARGET_RSS_GIB:.2f}   "
-              f"duckdb file {size_mb:,.0f} MB")
+        print(
+            f"generate {t1 - t0:6.1f} s   save {t2 - t1:6.1f} s   total {total:6.1f} s   target {TARGET_S:.0f} s   "
+            f"ratio {total / TARGET_S:.2f}"
+        )
+        print(
+            f"peak RSS {rss:6.2f} GiB   target {TARGET_RSS_GIB:.0f} GiB   ratio {rss / TARGET_RSS_GIB:.2f}   "
+            f"duckdb file {size_mb:,.0f} MB"
+        )
 
 
 if __name__ == "__main__":

@@ -242,7 +242,8 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
         server = request.getfixturevalue("transformers_server")
     except pytest.FixtureLookupError:
         pytest.skip("tests/conftest.py has no transformers_server fixture yet")
-    criteria = CRITERIA[:3]
+    # Two criteria, short replies: a 135M model on a shared CPU is slow, and invalid JSON is fine here.
+    criteria = CRITERIA[:2]
     cfg = BackendConfig(
         kind="openai", base_url=server.base_url, model=server.model, timeout_s=300, max_retries=1
     )
@@ -260,9 +261,9 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
                 MEMO,
                 criteria,
                 judge_name=f"llm:{server.model}",
-                criteria_per_call=3,
+                criteria_per_call=2,
                 max_attempts=2,
-                max_tokens=160,
+                max_tokens=96,
             )
         finally:
             await backend.aclose()

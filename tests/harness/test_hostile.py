@@ -13,6 +13,7 @@ tmp_path, a signal-0 probe rather than a real kill, a listener the test owns.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import socket
 from pathlib import Path
 
@@ -90,8 +91,10 @@ def test_read_etc_passwd_every_way(room_dir):
         ESCAPE + "print(_bi['open']('/etc/passwd').read())",
         ESCAPE + "fd = _os['open']('/etc/passwd', 0)\nprint(_os['read'](fd, 100))",
         ESCAPE + "print(_sys.modules['io'].open('/etc/passwd').read())",
-        # a file-opening class found among object's subclasses
-        "F = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'FileIO'][0]\nprint(F('/etc/passwd').read())",
+        # a file-opening class found by walking object's subclasses
+        "seen, todo = set(), [object]\nwhile todo:\n    c = todo.pop()\n    if c not in seen:\n        seen.add(c)\n"
+        "        todo.extend(type.__subclasses__(c))\nF = [c for c in seen if c.__name__ == 'FileIO'][0]\n"
+        "print(F('/etc/passwd').read())",
         "import pathlib\nprint(pathlib.Path('/etc/passwd').read_text())",
         ESCAPE + "print(_bi['__import__']('pathlib').Path('/etc/passwd').read_text())",
     )
@@ -192,7 +195,10 @@ def test_signals_to_the_host_and_new_descriptors(room_dir):
 
 # -- resources ------------------------------------------------------------------------
 def test_allocate_50_gb(room_dir):
-    r = hostile(room_dir, "b = bytearray(50 * 1024**3)", "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))")
+    limits = SandboxLimits(cell_timeout_s=10.0, memory_mb=256, grace_s=1.0)  # zero-filling 256 MB takes a moment
+    r = hostile(
+        room_dir, "b = bytearray(50 * 1024**3)", "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))", limits=limits
+    )
     contained(r[0], limit="memory")
     contained(r[1], limit="memory")
     assert "256 MB" in r[0].error
@@ -205,8 +211,9 @@ def test_infinite_loop(room_dir):
 
 
 def test_deep_recursion(room_dir):
-    # Default limit: a RecursionError. Raised limit + deep C recursion: the worker segfaults and is replaced.
-    crash = ESCAPE + "_sys.setrecursionlimit(10**8)\nx = []\nfor _ in range(10**6):\n    x = [x]\nprint(repr(x)[:10])"
+    # Default limit: a RecursionError. Deep C recursion (hashing a million nested tuples, unchecked
+    # in CPython 3.11) overflows the C stack: the worker segfaults and is replaced.
+    crash = "x = ()\nfor _ in range(10**6):\n    x = (x,)\nprint(hash(x))"
     r = hostile(room_dir, "def f(n):\n    return f(n + 1)\nf(0)", crash)
     contained(r[0], limit=None)
     assert "RecursionError" in r[0].error
@@ -225,18 +232,18 @@ def test_gigabytes_of_print(room_dir):
 
 # -- escapes --------------------------------------------------------------------------
 def test_ctypes_and_native_modules(room_dir):
-    ext = "import _imp, importlib.machinery as m" if False else ""  # noqa: F841 (documentation only)
-    del ext
+    # Load the real _ctypes extension by hand, past the import machinery.
+    origin = importlib.util.find_spec("_ctypes").origin
     load = ESCAPE + (
         "imp = _sys.modules['_imp']\n"
-        "spec = type(_sys.modules['sys'].__spec__)('_ctypes', None, origin='/nonexistent/_ctypes.so')\n"
-        "imp.create_dynamic(spec)"
+        f"spec = type(_sys.modules['sys'].__spec__)('_ctypes', None, origin={origin!r})\n"
+        "print(imp.create_dynamic(spec))"
     )
     r = hostile(room_dir, "import ctypes", ESCAPE + "_bi['__import__']('ctypes')", load)
     contained(r[0], limit=None)
     contained(r[1])
     contained(r[2])
-    assert "ctypes" not in r[1].output
+    assert "module" not in r[2].output
 
 
 def test_code_swapping_and_hook_tampering(room_dir):
@@ -286,12 +293,13 @@ def test_threads_left_running_get_a_reset(room_dir):
     code = ESCAPE + "_sys.modules['_thread'].start_new_thread(lambda: [0 for _ in iter(int, 1)], ())"
     r = hostile(room_dir, code)
     # As root RLIMIT_NPROC does not apply and the thread starts: the worker is replaced after the cell.
-    # As another user the kernel refuses the thread. Either way the cell reports the sandbox.
-    contained(r[0])
+    # As another user the kernel refuses the thread.
+    assert r[0].error
+    assert (r[0].limit == "sandbox" and r[0].reset) or "can't start new thread" in r[0].error
 
 
 def test_protocol_garbage_on_the_channel(room_dir):
-    code = ESCAPE + "for fd in range(3, 8):\n    try:\n        _os['write'](fd, b'\\xff' * 64)\n    except OSError:\n        pass\nx = 0\nwhile True:\n    x += 1"
+    code = ESCAPE + "for fd in range(3, 256):\n    try:\n        _os['write'](fd, b'\\xff' * 64)\n    except OSError:\n        pass\nx = 0\nwhile True:\n    x += 1"
     r = hostile(room_dir, code)
     contained(r[0], limit="crash")
     assert r[0].reset and "protocol" in r[0].error

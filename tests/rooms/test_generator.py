@@ -98,7 +98,9 @@ def test_issues_are_not_labelled_and_triggers_only_where_planted(medium_room):
 
 
 def test_missing_assignment_is_detectable_only_by_absence(medium_room):
-    absent = [c for c in medium_room.criteria if c.issue_kind == "missing_ip_assignment" and c.kind == "absence"]
+    absent = [
+        c for c in medium_room.criteria if c.issue_kind == "missing_ip_assignment" and c.kind == "absence"
+    ]
     assert absent
     piias = [d for d in medium_room.documents if "/invention_assignments/" in d.path]
     for c in absent:
@@ -135,7 +137,9 @@ def test_save_and_load_round_trip(tmp_path, small_rooms):
     save_room(con, room)
     back = load_room(con, room.name)
     assert [d.text for d in back.documents] == [d.text for d in room.documents]
-    assert sorted(back.criteria, key=lambda c: c.criterion_id) == sorted(room.criteria, key=lambda c: c.criterion_id)
+    assert sorted(back.criteria, key=lambda c: c.criterion_id) == sorted(
+        room.criteria, key=lambda c: c.criterion_id
+    )
     assert back.seed == 0 and back.split == "train"
 
 

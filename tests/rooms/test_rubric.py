@@ -39,8 +39,10 @@ def test_parse_amounts_ignores_years_sections_and_words():
 
 
 def test_units_split_paragraphs_bullets_and_table_rows():
-    memo = ("Intro line one\ncontinues here.\n\n- first finding\n  wraps onto this line\n- second finding\n\n"
-            "| Issue | Path |\n|---|---|\n| Acme | a.txt |\n\n1. numbered item\n2) another item")
+    memo = (
+        "Intro line one\ncontinues here.\n\n- first finding\n  wraps onto this line\n- second finding\n\n"
+        "| Issue | Path |\n|---|---|\n| Acme | a.txt |\n\n1. numbered item\n2) another item"
+    )
     got = units(memo)
     assert got[0] == "Intro line one\ncontinues here."
     assert got[1] == "- first finding\n  wraps onto this line"
@@ -57,12 +59,16 @@ def crit(**kw) -> Criterion:
 
 
 def test_one_unit_must_hold_every_field():
-    c = crit(entities=["Acme Corp"], any_of=[["change of control", "change in control"], ["terminat"]],
-             paths=["03_material_contracts/acme/msa_acme.txt"])
+    c = crit(
+        entities=["Acme Corp"],
+        any_of=[["change of control", "change in control"], ["terminat"]],
+        paths=["03_material_contracts/acme/msa_acme.txt"],
+    )
     ok = "ACME CORP may terminate on a change-of-control (see msa_acme.txt)."
     assert check_criterion(c, ok)[0]
-    assert check_criterion(c, "See 03_material_contracts/acme/msa_acme.txt: Acme Corp can terminate on a "
-                              "Change in Control.")[0]
+    assert check_criterion(
+        c, "See 03_material_contracts/acme/msa_acme.txt: Acme Corp can terminate on a Change in Control."
+    )[0]
     split = "Acme Corp may terminate the agreement.\n\nThere is a change of control clause (msa_acme.txt)."
     passed, reason = check_criterion(c, split)
     assert not passed and "lacks" in reason
@@ -78,8 +84,14 @@ def test_bullets_are_separate_units():
 
 
 def test_forbidden_phrases_and_traps():
-    trap = crit(criterion_id="D01-trap", kind="trap", is_trap=True, entities=["Zeta Labs"],
-                any_of=[["change of control"]], forbidden=["deleted"])
+    trap = crit(
+        criterion_id="D01-trap",
+        kind="trap",
+        is_trap=True,
+        entities=["Zeta Labs"],
+        any_of=[["change of control"]],
+        forbidden=["deleted"],
+    )
     assert check_criterion(trap, "")[0]
     assert check_criterion(trap, "Zeta Labs change of control right was deleted by Amendment No. 1.")[0]
     passed, reason = check_criterion(trap, "Zeta Labs may terminate on a change of control.")

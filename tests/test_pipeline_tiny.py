@@ -1,0 +1,76 @@
+"""The whole pipeline on the tiny recipe with the real embedded model, then nightly rounds.
+
+Slow (a few minutes on 2 CPU cores): SmolLM2-135M samples real root
+trajectories, TRL trains a real LoRA adapter, the report renders.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import db
+from pipeline.cli import main
+from pipeline.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TABLES = ["stage_runs", "rooms", "documents", "criteria", "probes", "policies", "trajectories", "turns",
+          "grades", "coverage", "selections", "datasets", "dataset_examples", "train_runs", "train_logs",
+          "evaluations"]
+
+
+@pytest.mark.slow
+def test_distill_then_two_nightly_rounds(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["--recipe", "tiny", "distill", f"run.dir={run}"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out pass rate" in out and "report.html" in out
+    con = db.connect(run / "pipeline.duckdb")
+    for table in TABLES:
+        assert con.execute(f"select count(*) from {table}").fetchone()[0] > 0, f"{table} is empty"
+    splits = dict(con.execute("select split, count(*) from rooms group by 1").fetchall())
+    assert splits.get("train", 0) >= 1 and splits.get("heldout", 0) >= 1
+    # held-out rooms never reach training data
+    leaked = con.execute("select count(*) from dataset_examples e join trajectories t using (trajectory_id) "
+                         "join rooms r using (room_id) where r.split = 'heldout'").fetchone()[0]
+    assert leaked == 0
+    sft = con.execute("select policy_id, parent_id from policies where adapter is not null").fetchall()
+    assert len(sft) == 1 and sft[0][1] is not None
+    metrics = {m for (m,) in con.execute("select distinct metric from evaluations").fetchall()}
+    assert {"pass_rate", "lift", "coverage", "finished_rate"} <= metrics
+    assert con.execute("select count(*) from train_logs where eval_loss is not null").fetchone()[0] > 0
+    assert (run / "report" / "report.html").exists()
+    n_train_before = con.execute("select count(*) from trajectories where purpose = 'train'").fetchone()[0]
+    con.close()
+
+    # nightly round 1 and 2 on the same warehouse
+    assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
+    assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
+    con = db.connect(run / "pipeline.duckdb")
+    rounds = con.execute("select decision, champion_before, candidate_policy_id from nightly_rounds "
+                         "order by started_at").fetchall()
+    assert len(rounds) == 2 and all(d in ("promoted", "kept_champion", "nothing_to_do") for d, _, _ in rounds)
+    # the second round's selection considered every training trajectory sampled before it
+    last_sel = con.execute("select selection_id from selections order by created_at desc limit 1").fetchone()[0]
+    considered = con.execute("select count(*) from selections where selection_id = ?", [last_sel]).fetchone()[0]
+    assert considered >= n_train_before
+    if rounds[0][0] != "promoted":
+        assert rounds[1][0] == "nothing_to_do"
+    assert len(list((run / "logs").glob("nightly-*.log"))) == 2
+    con.close()
+
+
+def test_concurrent_nightly_is_refused(tmp_path):
+    from stages.nightly import run_lock
+
+    run = tmp_path / "run"
+    cfg = load_config("tiny", [f"run.dir={run}"])
+    with run_lock(Path(cfg.run.dir)):
+        proc = subprocess.run([sys.executable, "-m", "pipeline", "--recipe", "tiny", "nightly", f"run.dir={run}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "another nightly round is running" in proc.stderr
+    # the refused start did not even open the warehouse
+    assert not (run / "pipeline.duckdb").exists()
