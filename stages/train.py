@@ -28,6 +28,7 @@ reads its plan first, before the main one opens the file for writing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -180,7 +181,6 @@ def sft_config(cfg: PipelineConfig, output_dir: str, has_eval: bool):
         "data_seed": cfg.run.seed,
         # TRL defaults to bf16 and gradient checkpointing; on CPU both only cost time.
         "bf16": on_gpu and torch.cuda.is_bf16_supported(),
-        "gradient_checkpointing": on_gpu,
         "include_num_input_tokens_seen": "non_padding",
         # Labels are prebuilt; these make sure TRL adds no masking of its own.
         "assistant_only_loss": False,
@@ -188,6 +188,9 @@ def sft_config(cfg: PipelineConfig, output_dir: str, has_eval: bool):
         "dataset_num_proc": None,
         "disable_tqdm": True,
     }
+    # transformers 5 renamed gradient_checkpointing; the old name still works but warns.
+    names = {f.name for f in dataclasses.fields(SFTConfig)}
+    kwargs["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = on_gpu
     kwargs.update(t.extra)
     try:
         return SFTConfig(**kwargs)
@@ -250,6 +253,8 @@ def run(cfg: PipelineConfig) -> dict:
     state = PartialState()
     # Every process reads its plan through a read-only connection; only then does the main process open
     # the warehouse for writing (DuckDB refuses readers in other processes while a writer holds the file).
+    if not Path(cfg.run.db_path).exists():
+        raise TrainError(f"{cfg.run.db_path}: no warehouse (run the earlier stages first)")
     con = db.connect(cfg.run.db_path, read_only=True)
     try:
         plan = make_plan(con, cfg)
@@ -333,7 +338,14 @@ def fit(cfg: PipelineConfig, plan: Plan, con) -> dict:
         resume = get_last_checkpoint(str(ckpt_dir))
         t0 = time.monotonic()
         result = trainer.train(resume_from_checkpoint=resume)
-        final_eval = trainer.evaluate() if val_ds is not None else {}
+        final_eval: dict[str, Any] = {}
+        if val_ds is not None:
+            # The trainer may already have evaluated at the last step (eval_steps dividing it).
+            last = [h for h in trainer.state.log_history if "eval_loss" in h]
+            if last and last[-1].get("step") == trainer.state.global_step:
+                final_eval = last[-1]
+            else:
+                final_eval = trainer.evaluate()
         seconds = time.monotonic() - t0
         trainer.save_model(str(adapter_dir))  # PEFT: adapter_config.json + adapter_model.safetensors
     except BaseException:

@@ -41,7 +41,9 @@ def content_hash(room: Room) -> str:
 def _is_current(out_dir: Path, digest: str) -> bool:
     try:
         meta = json.loads((out_dir / INDEX_FILE).read_text(encoding="utf-8"))
-        return meta.get("content_hash") == digest and (out_dir / TEXTS_FILE).stat().st_size == meta.get("texts_bytes")
+        return meta.get("content_hash") == digest and (out_dir / TEXTS_FILE).stat().st_size == meta.get(
+            "texts_bytes"
+        )
     except (OSError, ValueError, AttributeError):
         return False
 

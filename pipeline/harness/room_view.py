@@ -160,8 +160,16 @@ class RoomView:
         if not isinstance(meta, dict):
             raise RoomFormatError(f"{index_path}: expected an object at the top level")
         if meta.get("format") != FORMAT_VERSION:
-            raise RoomFormatError(f"{index_path}: field 'format' is {meta.get('format')!r}, expected {FORMAT_VERSION}")
-        for key, typ in (("name", str), ("target", dict), ("deal", dict), ("documents", list), ("texts_bytes", int)):
+            raise RoomFormatError(
+                f"{index_path}: field 'format' is {meta.get('format')!r}, expected {FORMAT_VERSION}"
+            )
+        for key, typ in (
+            ("name", str),
+            ("target", dict),
+            ("deal", dict),
+            ("documents", list),
+            ("texts_bytes", int),
+        ):
             if not isinstance(meta.get(key), typ):
                 raise RoomFormatError(f"{index_path}: field {key!r} missing or not a {typ.__name__}")
         size = texts_path.stat().st_size if texts_path.exists() else -1
@@ -186,7 +194,9 @@ class RoomView:
             for k in fields:
                 want = int if k in ("n_tokens", "offset", "length") else str
                 if not isinstance(d.get(k), want):
-                    raise RoomFormatError(f"{index_path}: documents[{i}] field {k!r} missing or not a {want.__name__}")
+                    raise RoomFormatError(
+                        f"{index_path}: documents[{i}] field {k!r} missing or not a {want.__name__}"
+                    )
             if d["offset"] < 0 or d["length"] < 0 or d["offset"] + d["length"] > size:
                 raise RoomFormatError(f"{index_path}: documents[{i}] ({d['path']}) lies outside {TEXTS_FILE}")
             if d["path"] in self._by_path:

@@ -118,13 +118,16 @@ def _error_string(e: BaseException) -> str:
 class Sandbox:
     """A sandboxed Python REPL over one room; ``run_cell`` runs code in its persistent namespace."""
 
-    def __init__(self, room_dir: Path, limits: SandboxLimits | None = None, on_llm: LLMHandler | None = None) -> None:
+    def __init__(
+        self, room_dir: Path, limits: SandboxLimits | None = None, on_llm: LLMHandler | None = None
+    ) -> None:
         self.room_dir = Path(room_dir).resolve()
         self.limits = limits or SandboxLimits()
         self.on_llm = on_llm
         self.pids: list[int] = []  # every worker started, for cleanup checks
         self.restarts = 0
-        self.ready_info: dict[str, Any] = {}  # the worker's last "ready" message (documents, tokens, load time)
+        # The worker's last "ready" message: documents, tokens, load time, rlimits applied.
+        self.ready_info: dict[str, Any] = {}
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -156,7 +159,9 @@ class Sandbox:
         if self._closed:
             raise SandboxError("sandbox is closed")
         if not (self.room_dir / INDEX_FILE).exists():
-            raise SandboxError(f"{self.room_dir}: no {INDEX_FILE} (export the room with room_export.export_room)")
+            raise SandboxError(
+                f"{self.room_dir}: no {INDEX_FILE} (export the room with room_export.export_room)"
+            )
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -213,11 +218,13 @@ class Sandbox:
             msg = await asyncio.wait_for(self._recv(), START_TIMEOUT_S)
             if msg.get("t") != "ready" or msg.get("pid") != self._proc.pid:
                 raise _Protocol(f"expected ready, got {str(msg)[:200]}")
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, _Protocol) as e:
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, _Protocol) as e:
             await asyncio.sleep(0.05)  # let the stderr drain catch the worker's last words
             tail = self._stderr_tail.strip()[-1500:]
             await self._kill()
-            raise SandboxError(f"REPL worker failed to start ({type(e).__name__}: {e}); worker stderr:\n{tail}") from None
+            raise SandboxError(
+                f"REPL worker failed to start ({type(e).__name__}: {e}); worker stderr:\n{tail}"
+            ) from None
         self.ready_info = msg
 
     async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
@@ -225,7 +232,9 @@ class Sandbox:
         assert proc.stderr is not None
         try:
             while chunk := await proc.stderr.read(65536):
-                self._stderr_tail = (self._stderr_tail + chunk.decode("utf-8", "replace"))[-STDERR_TAIL_CHARS:]
+                self._stderr_tail = (self._stderr_tail + chunk.decode("utf-8", "replace"))[
+                    -STDERR_TAIL_CHARS:
+                ]
         except (asyncio.CancelledError, ConnectionError):
             pass
 
@@ -249,7 +258,7 @@ class Sandbox:
             task, self._stderr_task = self._stderr_task, None
             try:
                 await asyncio.wait_for(task, 1.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 task.cancel()
 
     # -- frames ----------------------------------------------------------------
@@ -309,7 +318,7 @@ class Sandbox:
                     return await self._finish(msg, t0)
                 else:
                     raise _Protocol(f"unexpected message {msg['t']!r:.40}")
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return await self._reset(
                 t0,
                 f"TimeoutError: cell exceeded {lim.cell_timeout_s} s and did not stop; "
@@ -319,7 +328,9 @@ class Sandbox:
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError, _Protocol) as e:
             why = await self._death_reason(e)
             return await self._reset(
-                t0, f"ReplCrash: the REPL worker died ({why}); the REPL was restarted and its variables are lost", "crash"
+                t0,
+                f"ReplCrash: the REPL worker died ({why}); the REPL was restarted and its variables are lost",
+                "crash",
             )
 
     async def _death_reason(self, e: BaseException) -> str:
@@ -329,7 +340,7 @@ class Sandbox:
         if self._proc is not None:
             try:
                 rc = await asyncio.wait_for(self._proc.wait(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 rc = None
         if rc is not None and rc < 0:
             try:
@@ -345,10 +356,17 @@ class Sandbox:
         await self._kill()
         self.restarts += 1
         await self._spawn()
-        return CellResult(output="", error=error, limit=limit, submitted=None, reset=True, seconds=time.monotonic() - t0)
+        return CellResult(
+            output="", error=error, limit=limit, submitted=None, reset=True, seconds=time.monotonic() - t0
+        )
 
     async def _finish(self, msg: dict, t0: float) -> CellResult:
-        output, error, limit, submitted = msg.get("output"), msg.get("error"), msg.get("limit"), msg.get("submitted")
+        output, error, limit, submitted = (
+            msg.get("output"),
+            msg.get("error"),
+            msg.get("limit"),
+            msg.get("submitted"),
+        )
         if not (
             isinstance(output, str)
             and (error is None or isinstance(error, str))
@@ -387,7 +405,11 @@ class Sandbox:
             value: Any = await self._call_batch(prompts)
         elif kind == "rlm":
             prompt, paths = payload.get("prompt"), payload.get("paths")
-            if not isinstance(prompt, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            if (
+                not isinstance(prompt, str)
+                or not isinstance(paths, list)
+                or not all(isinstance(p, str) for p in paths)
+            ):
                 raise _Protocol("malformed rlm_query request")
             value = await self._call_rlm(prompt, paths)
         else:
@@ -421,4 +443,6 @@ class Sandbox:
             res = await self.on_llm("rlm", {"prompt": prompt, "paths": paths})
         except Exception as e:
             return _error_string(e)
-        return res if isinstance(res, str) else f"ERROR: LLM handler returned a {type(res).__name__}, not a str"
+        return (
+            res if isinstance(res, str) else f"ERROR: LLM handler returned a {type(res).__name__}, not a str"
+        )

@@ -29,6 +29,7 @@ from __future__ import annotations
 # Everything the worker and the model may use is imported here, before the
 # audit hook goes in: afterwards any import that would load a module fails.
 import __future__  # noqa: F401  (so `from __future__ import ...` works in cells)
+
 import _strptime  # noqa: F401  (datetime.strptime imports it lazily)
 import _thread
 import abc  # noqa: F401
@@ -76,7 +77,9 @@ if __package__:
 else:  # started by path under -I -S: load the sibling module without importing the package
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location("room_view", os.path.join(os.path.dirname(__file__), "room_view.py"))
+    _spec = importlib.util.spec_from_file_location(
+        "room_view", os.path.join(os.path.dirname(__file__), "room_view.py")
+    )
     _room_view = importlib.util.module_from_spec(_spec)
     sys.modules["room_view"] = _room_view
     _spec.loader.exec_module(_room_view)
@@ -95,6 +98,8 @@ PRELOAD_ENCODINGS = (
 )
 LIMIT_KINDS = ("timeout", "memory", "output", "sandbox", "crash")
 MAX_ERROR_CHARS = 2000
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # the host refuses bigger frames (pipeline.harness.sandbox)
+MAX_MEMO_CHARS = 1_000_000
 TRACEBACK_FRAMES = 3  # model-code frames kept in a short traceback
 
 # Audit events model code may raise; every other event is refused. An
@@ -173,7 +178,9 @@ def _make_audit_hook(log: list[str]):
             name = args[0] if _type(args[0]) is _str else "?"
             if _len(_log) < _log_cap:
                 _log.append(f"import of {name!r}")
-            raise _import_error(f"sandbox: import of {name!r} is not allowed (only preloaded, allow-listed modules)")
+            raise _import_error(
+                f"sandbox: import of {name!r} is not allowed (only preloaded, allow-listed modules)"
+            )
         elif event == "open":
             target = args[0] if _type(args[0]) is _str else "a file"
             detail = f"open({target!r})"
@@ -225,10 +232,21 @@ class CappedOutput:
         return False
 
     def getvalue(self) -> str:
-        text = "".join(self.parts)
+        text = _clean("".join(self.parts))
         if self.dropped:
             text += f"\n[... {self.dropped} more characters]"
         return text
+
+
+def _clean(text: str | None) -> str | None:
+    """Replace lone surrogates (which UTF-8 cannot hold) so results can be stored anywhere."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class Channel:
@@ -254,7 +272,12 @@ class Channel:
         return msg
 
     def send(self, msg: dict) -> None:
-        data = json.dumps(msg).encode("utf-8")
+        data = json.dumps(msg).encode("ascii")  # ASCII escapes: even lone surrogates travel
+        if len(data) > MAX_FRAME_BYTES:
+            # Raised before anything is written, so a too-big llm_batch is the cell's error, not a crash.
+            raise ValueError(
+                f"request of {len(data) / 2**20:.0f} MiB is over the {MAX_FRAME_BYTES >> 20} MiB limit"
+            )
         view = memoryview(len(data).to_bytes(4, "big") + data)
         while view:
             view = view[os.write(self.fd, view) :]
@@ -372,10 +395,12 @@ class Worker:
     # -- functions the model calls ---------------------------------------------
     def _guarded_import(self, name, globals=None, locals=None, fromlist=(), level=0):
         if level:
-            raise ImportError("relative imports are not available in the sandbox")
+            raise SandboxImportError("relative imports are not available in the sandbox")
         if not isinstance(name, str) or name.partition(".")[0] not in ALLOWED_MODULES:
             allowed = ", ".join(sorted(ALLOWED_MODULES - {"__future__"}))
-            raise ImportError(f"import of {name!r} is not allowed in the sandbox; allowed modules: {allowed}")
+            raise SandboxImportError(
+                f"import of {name!r} is not allowed in the sandbox; allowed modules: {allowed}"
+            )
         return self.real_import(name, globals, locals, fromlist, level)
 
     def _request(self, kind: str, payload: dict):
@@ -427,7 +452,9 @@ class Worker:
         for d in items:
             path = d if isinstance(d, str) else getattr(d, "path", None)
             if not isinstance(path, str):
-                raise TypeError(f"rlm_query(prompt, docs): expected documents or paths, got {type(d).__name__}")
+                raise TypeError(
+                    f"rlm_query(prompt, docs): expected documents or paths, got {type(d).__name__}"
+                )
             paths.append(self.room.doc(path).path)  # KeyError with a hint for an unknown path
         out = self._request("rlm", {"prompt": prompt, "paths": paths})
         if not isinstance(out, str):
@@ -438,6 +465,8 @@ class Worker:
         """Record the final memo; the root loop ends the episode after this cell."""
         if not isinstance(memo, str):
             raise TypeError(f"submit(memo): expected str, got {type(memo).__name__}")
+        if len(memo) > MAX_MEMO_CHARS:
+            raise ValueError(f"submit(memo): {len(memo)} characters, the limit is {MAX_MEMO_CHARS}")
         self.submitted = memo
 
     # -- running cells ---------------------------------------------------------
@@ -518,9 +547,9 @@ class Worker:
         return {
             "t": "done",
             "output": out.getvalue(),
-            "error": error,
+            "error": _clean(error),
             "limit": limit,
-            "submitted": self.submitted,
+            "submitted": _clean(self.submitted),
             "restart": restart,
             "seconds": time.monotonic() - started,
         }
@@ -536,8 +565,15 @@ class Worker:
                 try:
                     result = self.run_cell(msg["code"])
                 except CellTimeout:  # the alarm landed in the worker's own bookkeeping
-                    result = {"t": "done", "output": "", "error": f"TimeoutError: cell exceeded {self.cell_timeout_s} s",
-                              "limit": "timeout", "submitted": None, "restart": False, "seconds": self.cell_timeout_s}
+                    result = {
+                        "t": "done",
+                        "output": "",
+                        "error": f"TimeoutError: cell exceeded {self.cell_timeout_s} s",
+                        "limit": "timeout",
+                        "submitted": None,
+                        "restart": False,
+                        "seconds": self.cell_timeout_s,
+                    }
                 self.chan.send(result)
             elif t == "exit":
                 os._exit(0)
@@ -551,7 +587,7 @@ def _warm_up() -> None:
         "x".encode(enc)
     datetime.datetime.strptime("2024-01-31", "%Y-%m-%d")
     collections.namedtuple("_Warm", "a b")
-    "{:n}".format(1234)
+    f"{1234:n}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,8 @@ def synthetic_room(n_tokens: int, n_docs: int, seed: int = 0) -> Room:
     rng = random.Random(seed)
     words = "agreement party shall terms consent assignment indemnity warranty seller buyer notice".split()
     paragraphs = [
-        " ".join(rng.choice(words) for _ in range(rng.randint(40, 120))).capitalize() + "." for _ in range(200)
+        " ".join(rng.choice(words) for _ in range(rng.randint(40, 120))).capitalize() + "."
+        for _ in range(200)
     ]
     chars_per_doc = n_tokens * 4 // n_docs
     docs = []
@@ -92,8 +93,10 @@ def main() -> None:
     print(f"build (synthetic text)      {build_s:7.2f} s")
     print(f"export                      {export_s:7.2f} s")
     print(f"re-export (already current) {reexport_s:7.2f} s   (hash check only)")
-    print(f"worker ready                {m['ready_s']:7.2f} s   target <= {TARGET_READY_S:.1f} s   "
-          f"ratio {m['ready_s'] / TARGET_READY_S:.3f} of target")
+    print(
+        f"worker ready                {m['ready_s']:7.2f} s   target <= {TARGET_READY_S:.1f} s   "
+        f"ratio {m['ready_s'] / TARGET_READY_S:.3f} of target"
+    )
     print(f"  of which in the worker    {m['worker_load_s']:7.2f} s   (map room, preload modules, limits)")
     print(f"cell: decode every document {m['read_all_s']:7.2f} s   ({m['read_chars'] / 1e6:.0f}M characters)")
     print(f"cell: regex over the room   {m['search_all_s']:7.2f} s")

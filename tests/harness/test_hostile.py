@@ -46,7 +46,9 @@ def room_dir(tmp_path_factory) -> Path:
         name="hostile_room",
         target={"name": "Target Co"},
         deal={"type": "asset purchase"},
-        documents=[Document("01_corporate/charter.txt", "corporate", "Charter", "Target Co charter.\n\nArticle 1.")],
+        documents=[
+            Document("01_corporate/charter.txt", "corporate", "Charter", "Target Co charter.\n\nArticle 1.")
+        ],
     )
     return export_room(room, tmp_path_factory.mktemp("room") / "hostile_room")
 
@@ -195,9 +197,13 @@ def test_signals_to_the_host_and_new_descriptors(room_dir):
 
 # -- resources ------------------------------------------------------------------------
 def test_allocate_50_gb(room_dir):
-    limits = SandboxLimits(cell_timeout_s=10.0, memory_mb=256, grace_s=1.0)  # zero-filling 256 MB takes a moment
+    # Zero-filling 256 MB takes a moment on a busy machine: a roomier time limit.
+    limits = SandboxLimits(cell_timeout_s=10.0, memory_mb=256, grace_s=1.0)
     r = hostile(
-        room_dir, "b = bytearray(50 * 1024**3)", "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))", limits=limits
+        room_dir,
+        "b = bytearray(50 * 1024**3)",
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))",
+        limits=limits,
     )
     contained(r[0], limit="memory")
     contained(r[1], limit="memory")
@@ -208,6 +214,12 @@ def test_infinite_loop(room_dir):
     r = hostile(room_dir, "x = 0\nwhile True:\n    x += 1")
     contained(r[0], limit="timeout")
     assert r[0].error == "TimeoutError: cell exceeded 1.0 s" and not r[0].reset
+
+
+def test_runaway_regex(room_dir):
+    # Catastrophic backtracking runs inside the C regex engine, which polls for signals.
+    r = hostile(room_dir, "import re\nprint(re.match(r'(a+)+$', 'a' * 64 + 'b'))")
+    contained(r[0], limit="timeout")
 
 
 def test_deep_recursion(room_dir):
@@ -252,7 +264,8 @@ def test_code_swapping_and_hook_tampering(room_dir):
         "def a(): return 1\ndef b(): return 2\na.__code__ = b.__code__",
         ESCAPE + "(lambda: 0).__code__.replace(co_consts=(None,))",
         # find the audit hook through the worker module and try to loosen it
-        ESCAPE + "w = _sys.modules['__main__']\nh = w._make_audit_hook([])\nh.__defaults__ = (frozenset({'open'}),) + h.__defaults__[1:]",
+        ESCAPE
+        + "w = _sys.modules['__main__']\nh = w._make_audit_hook([])\nh.__defaults__ = (frozenset({'open'}),) + h.__defaults__[1:]",
         ESCAPE + "_sys.addaudithook(lambda e, a: None)",
     )
     for x in r:
@@ -299,7 +312,10 @@ def test_threads_left_running_get_a_reset(room_dir):
 
 
 def test_protocol_garbage_on_the_channel(room_dir):
-    code = ESCAPE + "for fd in range(3, 256):\n    try:\n        _os['write'](fd, b'\\xff' * 64)\n    except OSError:\n        pass\nx = 0\nwhile True:\n    x += 1"
+    code = (
+        ESCAPE
+        + "for fd in range(3, 256):\n    try:\n        _os['write'](fd, b'\\xff' * 64)\n    except OSError:\n        pass\nx = 0\nwhile True:\n    x += 1"
+    )
     r = hostile(room_dir, code)
     contained(r[0], limit="crash")
     assert r[0].reset and "protocol" in r[0].error
@@ -307,7 +323,9 @@ def test_protocol_garbage_on_the_channel(room_dir):
 
 def test_other_trajectory_namespace_is_unreachable(room_dir):
     token = "7f3a9c21e4"
-    search = ESCAPE + """
+    search = (
+        ESCAPE
+        + """
 needle = "TRAJ" + "SECRET-"
 found = set()
 gc = _sys.modules["gc"]
@@ -325,6 +343,7 @@ for v in list(globals().values()):
         found.add(v)
 print(len(found), sorted(found))
 """
+    )
 
     async def main():
         async with Sandbox(room_dir, LIMITS) as a, Sandbox(room_dir, LIMITS) as b:

@@ -27,14 +27,21 @@ def small_room() -> Room:
         target={"name": "Acme Widgets Ltd", "industry": "widgets"},
         deal={"type": "share purchase", "price": 12_500_000},
         documents=[
-            Document("01_corporate/charter.txt", "corporate", "Charter", "Acme Widgets Ltd charter.\n\nArticle 1."),
+            Document(
+                "01_corporate/charter.txt", "corporate", "Charter", "Acme Widgets Ltd charter.\n\nArticle 1."
+            ),
             Document(
                 "03_material_contracts/customers/msa_globex.txt",
                 "material_contracts",
                 "MSA Globex",
                 "Master services agreement.\n\nSection 9: Change of Control. Globex may terminate.\n\nFees: $1,200,000.",
             ),
-            Document("03_material_contracts/supply_initech.txt", "material_contracts", "Supply", "Supply terms.\n\nÜber café."),
+            Document(
+                "03_material_contracts/supply_initech.txt",
+                "material_contracts",
+                "Supply",
+                "Supply terms.\n\nÜber café.",
+            ),
             Document("10_litigation/claims.txt", "litigation", "Claims", LONG, doc_kind="memo"),
         ],
     )
@@ -65,7 +72,9 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def cells(room_dir: Path, *codes: str, limits: SandboxLimits = LIMITS, on_llm=echo_llm) -> list[CellResult]:
+async def cells(
+    room_dir: Path, *codes: str, limits: SandboxLimits = LIMITS, on_llm=echo_llm
+) -> list[CellResult]:
     async with Sandbox(room_dir, limits, on_llm) as sb:
         return [await sb.run_cell(c) for c in codes]
 
@@ -93,7 +102,13 @@ def test_view_matches_room(room_dir):
     assert view.n_tokens == room.n_tokens
     for d in room.documents:
         v = view.doc(d.path)
-        assert (v.text, v.category, v.title, v.folder, v.n_tokens) == (d.text, d.category, d.title, d.folder, d.n_tokens)
+        assert (v.text, v.category, v.title, v.folder, v.n_tokens) == (
+            d.text,
+            d.category,
+            d.title,
+            d.folder,
+            d.n_tokens,
+        )
     with pytest.raises(KeyError, match="did you mean"):
         view.read("01_corporate/charter.tx")
 
@@ -134,6 +149,12 @@ def test_output_is_cut_with_marker(room_dir):
     assert r.limit == "output" and r.error is None
 
 
+def test_unencodable_text_is_replaced_not_fatal(room_dir):
+    r = run(cells(room_dir, "print('bad \\ud800 char')\nsubmit('memo \\udfff')", "print('ok')"))
+    assert (r[0].output, r[0].submitted, r[0].reset) == ("bad ? char\n", "memo ?", False)
+    assert r[1].output == "ok\n"
+
+
 def test_errors_show_only_model_frames(room_dir):
     r = run(cells(room_dir, "def f(d):\n    return d['missing']\nf({})", "print(1 +)"))
     assert r[0].error.startswith("Traceback") and "KeyError: 'missing'" in r[0].error
@@ -159,7 +180,7 @@ print(Hit("x", 2), P(1, 2).b, Color.RED.name, d.year, statistics.mean([1, 2, 3])
     r = run(cells(room_dir, code, "import os", "import pathlib"))
     assert r[0].error is None, r[0].error
     assert r[0].output == "Hit(path='x', n=2) 2 RED 2024 2 b'\\xe9'\n"
-    assert "ImportError" in r[1].error and "'os' is not allowed" in r[1].error
+    assert "ImportError" in r[1].error and "'os' is not allowed" in r[1].error and r[1].limit == "sandbox"
     assert "ImportError" in r[2].error
 
 
@@ -205,7 +226,10 @@ print(llm_batch([]))
     (r,) = run(cells(room_dir, code, limits=SandboxLimits(output_chars=4000)))
     assert r.error is None, r.error
     lines = r.output.splitlines()
-    assert lines[0] == "['answer to q0', 'answer to q1', 'answer to q2'] ERROR: RuntimeError: subagent refused 'please fail'"
+    assert (
+        lines[0]
+        == "['answer to q0', 'answer to q1', 'answer to q2'] ERROR: RuntimeError: subagent refused 'please fail'"
+    )
     assert lines[1] == "answer to hello"
     assert lines[2] == "child read 2 docs: summarise"
     assert lines[3] == "[]"
@@ -225,10 +249,20 @@ def test_failing_handler_becomes_error_strings(room_dir):
 
 
 def test_bad_arguments_are_model_errors(room_dir):
-    r = run(cells(room_dir, "llm_batch('not a list')", "llm_query(3)", "submit(42)", "rlm_query('x', ['nope.txt'])"))
+    r = run(
+        cells(
+            room_dir,
+            "llm_batch('not a list')",
+            "llm_query(3)",
+            "submit(42)",
+            "rlm_query('x', ['nope.txt'])",
+            "llm_batch(['x' * 2**20] * 70)",  # over the frame limit: refused in the cell, not a crash
+        )
+    )
     assert all(c.error and not c.reset for c in r)
     assert "TypeError" in r[0].error and "TypeError" in r[1].error and "TypeError" in r[2].error
     assert "KeyError" in r[3].error
+    assert "ValueError" in r[4].error and "MiB" in r[4].error
 
 
 def test_submit_records_the_memo(room_dir):
@@ -249,12 +283,19 @@ def test_llm_wait_does_not_count_against_the_cell_time(room_dir):
 
 def test_sandboxes_share_the_loop_and_overlap_llm_calls(room_dir):
     in_flight, peak = 0, 0
+    all_in = asyncio.Event()
 
     async def handler(kind, payload):
+        # Each call waits until all three are in flight: served one at a time, they would time out here.
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
-        await asyncio.sleep(0.3)
+        if in_flight == 3:
+            all_in.set()
+        try:
+            await asyncio.wait_for(all_in.wait(), 5.0)
+        except TimeoutError:
+            pass
         in_flight -= 1
         return [p.upper() for p in payload["prompts"]]
 
@@ -262,7 +303,9 @@ def test_sandboxes_share_the_loop_and_overlap_llm_calls(room_dir):
         boxes = [Sandbox(room_dir, LIMITS, handler) for _ in range(3)]
         await asyncio.gather(*(b.start() for b in boxes))
         try:
-            return await asyncio.gather(*(b.run_cell(f"print(llm_query('box{i}'))") for i, b in enumerate(boxes)))
+            return await asyncio.gather(
+                *(b.run_cell(f"print(llm_query('box{i}'))") for i, b in enumerate(boxes))
+            )
         finally:
             await asyncio.gather(*(b.close() for b in boxes))
 
