@@ -59,7 +59,9 @@ class NoAcceptedTrajectories(DatasetError):
 
 def resolve_selection(con, selection_id: str = "") -> str:
     if selection_id:
-        n = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[0]
+        n = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[
+            0
+        ]
         if not n:
             raise NoSelectionError(f"dataset.selection_id: no selection {selection_id!r} in the warehouse")
         return selection_id
@@ -71,8 +73,16 @@ def resolve_selection(con, selection_id: str = "") -> str:
     return row[0]
 
 
-def dataset_id_for(selection_id: str, config_hash: str) -> str:
-    return "ds-" + hashlib.sha256(f"{selection_id}\0{config_hash}".encode()).hexdigest()[:12]
+def config_hash(cfg: PipelineConfig) -> str:
+    """Hash of what shapes the examples: the dataset section less the selection choice, and the seed."""
+    d = dict(vars(cfg.dataset))
+    d.pop("selection_id", None)
+    blob = json.dumps({"dataset": d, "seed": cfg.run.seed}, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def dataset_id_for(selection_id: str, chash: str) -> str:
+    return "ds-" + hashlib.sha256(f"{selection_id}\0{chash}".encode()).hexdigest()[:12]
 
 
 def split_rooms(rooms: list[str], val_fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -134,26 +144,24 @@ def _hf_datasets(rows: dict[str, list[dict]]):
             "n_trained": datasets.Value("int32"),
         }
     )
-    return datasets.DatasetDict(
-        {s: datasets.Dataset.from_list(rows[s], features=features) for s in SPLITS}
-    )
+    return datasets.DatasetDict({s: datasets.Dataset.from_list(rows[s], features=features) for s in SPLITS})
 
 
 def run(cfg: PipelineConfig) -> dict:
     con = db.connect(cfg.run.db_path)
     try:
-        config_hash = cfg.hash("dataset")
-        with db.stage_run(con, "dataset", config_hash) as counts:
-            counts.update(build(con, cfg, config_hash))
+        chash = config_hash(cfg)
+        with db.stage_run(con, "dataset", chash) as counts:
+            counts.update(build(con, cfg, chash))
         return counts
     finally:
         con.close()
 
 
-def build(con, cfg: PipelineConfig, config_hash: str) -> dict:
+def build(con, cfg: PipelineConfig, chash: str) -> dict:
     dcfg = cfg.dataset
     selection_id = resolve_selection(con, dcfg.selection_id)
-    dataset_id = dataset_id_for(selection_id, config_hash)
+    dataset_id = dataset_id_for(selection_id, chash)
     folder = Path(cfg.run.dir) / "datasets" / dataset_id
     existing = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [dataset_id])
     if existing and (folder / "card.json").exists():
@@ -196,9 +204,13 @@ def build(con, cfg: PipelineConfig, config_hash: str) -> dict:
         msgs = root_messages(trace, dcfg.context_distillation)
         flags = trained_flags(msgs)
         if not any(flags):
-            raise DatasetError(f"trajectory {r['trajectory_id']}: the trace has no root completion to train on")
+            raise DatasetError(
+                f"trajectory {r['trajectory_id']}: the trace has no root completion to train on"
+            )
         try:
-            ex = tokenize_conversation(tokenizer, msgs, trained=flags, where=f"trajectory {r['trajectory_id']}")
+            ex = tokenize_conversation(
+                tokenizer, msgs, trained=flags, where=f"trajectory {r['trajectory_id']}"
+            )
         except MaskingError as exc:
             raise DatasetError(str(exc)) from exc
         boundary_mismatches += not ex.segment_ids_match
@@ -244,7 +256,7 @@ def build(con, cfg: PipelineConfig, config_hash: str) -> dict:
         "source": {"run_dir": str(cfg.run.dir), "db_path": str(cfg.run.db_path)},
         "selection_id": selection_id,
         "filter_params": filter_params,
-        "config_hash": config_hash,
+        "config_hash": chash,
         "config": {"dataset": dict(vars(dcfg))},
         "context_distillation": dcfg.context_distillation,
         "masking": "loss on the root's own completions and their end-of-turn token; system, task, "
@@ -271,7 +283,8 @@ def build(con, cfg: PipelineConfig, config_hash: str) -> dict:
             "validation_rooms": sorted(room_of[r] for r in val_rooms),
         },
         "token_stats": {
-            s: token_stats([r["n_tokens"] for r in rows[s]], [r["n_trained"] for r in rows[s]]) for s in SPLITS
+            s: token_stats([r["n_tokens"] for r in rows[s]], [r["n_trained"] for r in rows[s]])
+            for s in SPLITS
         }
         | {"dropped": token_stats([r["n_tokens"] for r in dropped], [r["n_trained"] for r in dropped])},
         "trajectory_ids": {
@@ -303,7 +316,12 @@ def build(con, cfg: PipelineConfig, config_hash: str) -> dict:
         for s in SPLITS
         for r in rows[s]
     ] + [
-        {"dataset_id": dataset_id, "trajectory_id": r["trajectory_id"], "split": "dropped", "n_tokens": r["n_tokens"]}
+        {
+            "dataset_id": dataset_id,
+            "trajectory_id": r["trajectory_id"],
+            "split": "dropped",
+            "n_tokens": r["n_tokens"],
+        }
         for r in dropped
     ]
     with db.transaction(con):

@@ -81,9 +81,10 @@ def resolve_dataset(con, cfg: PipelineConfig) -> dict:
             raise TrainError(f"train.dataset_id: no dataset {cfg.train.dataset_id!r} in the warehouse")
         return rows[0]
     from stages.dataset import DatasetError, dataset_id_for, resolve_selection
+    from stages.dataset import config_hash as dataset_config_hash
 
     try:
-        ds_id = dataset_id_for(resolve_selection(con, cfg.dataset.selection_id), cfg.hash("dataset"))
+        ds_id = dataset_id_for(resolve_selection(con, cfg.dataset.selection_id), dataset_config_hash(cfg))
         rows = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [ds_id])
     except DatasetError:
         rows = []
@@ -190,7 +191,10 @@ def sft_config(cfg: PipelineConfig, output_dir: str, has_eval: bool):
     }
     # transformers 5 renamed gradient_checkpointing; the old name still works but warns.
     names = {f.name for f in dataclasses.fields(SFTConfig)}
-    kwargs["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = on_gpu
+    if not {"gradient_checkpointing", "activation_checkpointing"} & set(t.extra):
+        kwargs[
+            "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+        ] = on_gpu
     kwargs.update(t.extra)
     try:
         return SFTConfig(**kwargs)
@@ -203,7 +207,9 @@ def _load_splits(path: str):
 
     folder = Path(path) / "hf"
     if not folder.exists():
-        raise TrainError(f"{folder}: the dataset's save_to_disk folder is missing (rebuild it with the dataset stage)")
+        raise TrainError(
+            f"{folder}: the dataset's save_to_disk folder is missing (rebuild it with the dataset stage)"
+        )
     dsd = load_from_disk(str(folder))
     cols = ["input_ids", "labels"]
     for split in dsd:
@@ -317,7 +323,10 @@ def fit(cfg: PipelineConfig, plan: Plan, con) -> dict:
                 ],
             )
         else:
-            con.execute("update train_runs set status = 'running', ended_at = null where train_id = ?", [plan.train_id])
+            con.execute(
+                "update train_runs set status = 'running', ended_at = null where train_id = ?",
+                [plan.train_id],
+            )
 
     try:
         train_ds, val_ds = _load_splits(plan.dataset_path)
@@ -351,7 +360,8 @@ def fit(cfg: PipelineConfig, plan: Plan, con) -> dict:
     except BaseException:
         if con is not None:
             con.execute(
-                "update train_runs set status = 'failed', ended_at = ? where train_id = ?", [db.now(), plan.train_id]
+                "update train_runs set status = 'failed', ended_at = ? where train_id = ?",
+                [db.now(), plan.train_id],
             )
         raise
 

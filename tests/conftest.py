@@ -62,7 +62,11 @@ def _serve_command(model_path: Path, port: int) -> list[str]:
 def transformers_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("transformers_serve") / "serve.log"
+    from pipeline.llm.local import sensible_threads
+
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    # Same reasoning as the local backend: oversubscribed OpenMP threads crawl on a shared CPU.
+    env.setdefault("OMP_NUM_THREADS", str(sensible_threads()))
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             _serve_command(smollm2_path, port), stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -73,7 +77,9 @@ def transformers_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFac
         deadline = time.monotonic() + 180
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"transformers serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"transformers serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{base_url}/models", timeout=2) as resp:
                     if resp.status == 200:
@@ -81,7 +87,9 @@ def transformers_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFac
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"transformers serve did not answer in 180 s:\n{log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"transformers serve did not answer in 180 s:\n{log_path.read_text()[-3000:]}"
+                )
             time.sleep(0.5)
         # The server is pinned to the model it was started with and expects that name.
         yield ServedModel(base_url=base_url, model=str(smollm2_path))

@@ -116,5 +116,7 @@ HARNESSES: dict[str, EpisodeFn] = {"rlm": _rlm, "toolloop": _toolloop}
 def run_harness(room, room_dir, root, subagent, harness, sampling, **kw: Any) -> Awaitable[Trace]:
     """Run one episode with the harness named by ``harness.kind`` (same arguments as run_episode)."""
     if harness.kind not in HARNESSES:
-        raise KeyError(f"harness.kind: unknown harness {harness.kind!r} (known: {', '.join(sorted(HARNESSES))})")
+        raise KeyError(
+            f"harness.kind: unknown harness {harness.kind!r} (known: {', '.join(sorted(HARNESSES))})"
+        )
     return HARNESSES[harness.kind](room, room_dir, root, subagent, harness, sampling, **kw)

@@ -131,7 +131,9 @@ def _load_room(data: Any, where: str) -> Room:
         try:
             docs.append(Document(path=d["path"], category=d["category"], title=d["title"], text=d["text"]))
         except (KeyError, TypeError) as exc:
-            raise PromptError(f"{where}: room.documents[{i}]: needs path, category, title, text ({exc})") from exc
+            raise PromptError(
+                f"{where}: room.documents[{i}]: needs path, category, title, text ({exc})"
+            ) from exc
     return Room(name=data["name"], target=data["target"], deal=data["deal"], documents=docs, source="example")
 
 
@@ -148,7 +150,11 @@ def load_example(path: Path, variant: PromptVariant) -> tuple[Room, list[dict[st
     room = _load_room(data["room"], str(path))
     info = room_info(room, **data.get("settings", {}))
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": render(variant.task, info, where=f"{variant.source} [task]"), "example": True}
+        {
+            "role": "user",
+            "content": render(variant.task, info, where=f"{variant.source} [task]"),
+            "example": True,
+        }
     ]
     for i, turn in enumerate(data["turns"]):
         if not isinstance(turn, dict) or set(turn) != {"assistant", "user"}:
@@ -161,7 +167,9 @@ def load_example(path: Path, variant: PromptVariant) -> tuple[Room, list[dict[st
 def _resolve(name: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str], Path]:
     path = PROMPTS_DIR / f"{name}.md"
     if not path.exists():
-        raise PromptError(f"harness.prompt: unknown prompt variant {name!r} (known: {', '.join(variant_names())})")
+        raise PromptError(
+            f"harness.prompt: unknown prompt variant {name!r} (known: {', '.join(variant_names())})"
+        )
     if name in seen:
         raise PromptError(f"{path}: 'extends' loops back to {name!r}")
     meta, sections = _parse_file(path)
@@ -212,7 +220,9 @@ DEAL_KEYS = ("price", "buyer", "signing_target")
 
 def _describe(d: dict[str, Any], lead: str, keys: tuple[str, ...]) -> str:
     head = d.get(lead)
-    shown = [k for k in keys if k in d] or [k for k, v in d.items() if k != lead and isinstance(v, str | int | float)]
+    shown = [k for k in keys if k in d] or [
+        k for k, v in d.items() if k != lead and isinstance(v, str | int | float)
+    ]
     parts = []
     for k in shown:
         value = _fmt_value(d[k])
@@ -291,7 +301,9 @@ def strip_extra_keys(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
-def build_messages(variant: PromptVariant, room_view_info: dict[str, Any], task: str | None = None) -> list[dict]:
+def build_messages(
+    variant: PromptVariant, room_view_info: dict[str, Any], task: str | None = None
+) -> list[dict]:
     """System prompt, the worked example (marked), then the task.
 
     ``task`` replaces the variant's task message (a depth-2 child gets its

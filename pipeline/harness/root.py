@@ -155,7 +155,9 @@ class _RlmEpisode:
                     self.trace.add_usage(call.model, call.prompt_tokens, call.completion_tokens)
             for child in self.trace.children:  # usage covers the whole tree
                 for model, u in child.usage.items():
-                    mine = self.trace.usage.setdefault(model, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})
+                    mine = self.trace.usage.setdefault(
+                        model, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+                    )
                     for k, v in u.items():
                         mine[k] = mine.get(k, 0) + v
             self.trace.wall_s = time.monotonic() - started
@@ -204,7 +206,11 @@ class _RlmEpisode:
         if not blocks:
             self.rec.record(comp, text, started, new)
             if final:
-                self.rec.finish("turn_limit", "turn limit: no submit(); the final completion is the memo", comp.text.strip())
+                self.rec.finish(
+                    "turn_limit",
+                    "turn limit: no submit(); the final completion is the memo",
+                    comp.text.strip(),
+                )
                 return True
             self.rec.say(variant.section("no_code", self.info))
             return False
@@ -242,7 +248,9 @@ class _RlmEpisode:
             self.rec.finish("submitted", reason, memo)
             return True
         if final:
-            self.rec.finish("turn_limit", "turn limit: no submit(); the final completion is the memo", comp.text.strip())
+            self.rec.finish(
+                "turn_limit", "turn limit: no submit(); the final completion is the memo", comp.text.strip()
+            )
             return True
         self.rec.say(output)
         return False
@@ -331,7 +339,9 @@ class _RlmEpisode:
         if ctrace.memo:
             answer = ctrace.memo
         else:
-            answer = f"{ERROR_PREFIX}the sub-review ended ({ctrace.status}: {ctrace.end_reason}) without an answer"
+            answer = (
+                f"{ERROR_PREFIX}the sub-review ended ({ctrace.status}: {ctrace.end_reason}) without an answer"
+            )
             call.error = f"child {ctrace.status}: {ctrace.end_reason}"
         call.response = answer
         call.returned_s = time.monotonic() - self.t0

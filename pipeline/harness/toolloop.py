@@ -50,24 +50,24 @@ def _normalise(obj: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(obj, list) and obj:
         obj = obj[0]
     if not isinstance(obj, dict):
-        raise ToolCallError("a tool call is a JSON object {\"name\": ..., \"args\": {...}}")
+        raise ToolCallError('a tool call is a JSON object {"name": ..., "args": {...}}')
     if "tool_calls" in obj and isinstance(obj["tool_calls"], list) and obj["tool_calls"]:
         obj = obj["tool_calls"][0]
     if isinstance(obj.get("function"), dict):
         obj = obj["function"]
     name = obj.get("name") or obj.get("tool")
     if not isinstance(name, str):
-        raise ToolCallError("the tool call has no \"name\"")
+        raise ToolCallError('the tool call has no "name"')
     args = obj.get("args", obj.get("arguments", obj.get("parameters", {})))
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolCallError(f"\"arguments\" is not valid JSON: {exc}") from exc
+            raise ToolCallError(f'"arguments" is not valid JSON: {exc}') from exc
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise ToolCallError("\"args\" must be a JSON object")
+        raise ToolCallError('"args" must be a JSON object')
     return name, args
 
 
@@ -133,7 +133,9 @@ class RoomTools:
                 sub = (f + "/" if f else "") + rest.split("/", 1)[0]
                 subs[sub] = subs.get(sub, 0) + 1
         if not docs and not subs:
-            raise ToolCallError(f"list_folder: no folder {folder!r} (folders: {', '.join(self.view.folders[:20])})")
+            raise ToolCallError(
+                f"list_folder: no folder {folder!r} (folders: {', '.join(self.view.folders[:20])})"
+            )
         lines = [f"{f or '(top)'}/: {len(subs)} subfolders, {len(docs)} documents"]
         lines += [f"[folder] {s}/ ({n} documents)" for s, n in sorted(subs.items())]
         lines += [f"{d.path} ({d.title}, {d.n_tokens} tokens)" for d in docs]
@@ -148,7 +150,9 @@ class RoomTools:
             raise ToolCallError(f"search: invalid regular expression: {exc}") from exc
         if not hits:
             return f"no matches for {pattern!r}"
-        return "\n".join([f"{len(hits)} hits for {pattern!r}"] + [f"{h.path} @{h.offset}: {h.snippet}" for h in hits])
+        return "\n".join(
+            [f"{len(hits)} hits for {pattern!r}"] + [f"{h.path} @{h.offset}: {h.snippet}" for h in hits]
+        )
 
     def read(self, path: str, offset: int = 0, length: int | None = None) -> str:
         if not isinstance(path, str):
@@ -173,7 +177,9 @@ class _ToolLoopEpisode:
         self.room = room
         self.room_dir = Path(room_dir)
         self.harness = harness
-        self.trace = Trace(trajectory_id=trajectory_id, room=room.name, policy_id=policy_id, harness="toolloop")
+        self.trace = Trace(
+            trajectory_id=trajectory_id, room=room.name, policy_id=policy_id, harness="toolloop"
+        )
         params = GenerationParams(
             max_tokens=sampling.max_new_tokens,
             temperature=sampling.temperature,
@@ -214,7 +220,10 @@ class _ToolLoopEpisode:
             )
         self.tools = RoomTools(RoomView(self.room_dir), self.harness.output_chars)
         self.info = room_info(
-            self.room, output_chars=self.harness.output_chars, max_turns=self.harness.max_turns, variant=variant
+            self.room,
+            output_chars=self.harness.output_chars,
+            max_turns=self.harness.max_turns,
+            variant=variant,
         )
         self.rec.messages = build_messages(variant, self.info)
         for _ in range(self.harness.max_turns):
@@ -235,7 +244,9 @@ class _ToolLoopEpisode:
         if call is None:
             self.rec.record(comp, text, started, new, output=message, error=error)
             if final:
-                self.rec.finish("turn_limit", "turn limit: no submit; the final completion is the memo", comp.text.strip())
+                self.rec.finish(
+                    "turn_limit", "turn limit: no submit; the final completion is the memo", comp.text.strip()
+                )
                 return True
             self.rec.say(message)
             return False
@@ -245,10 +256,12 @@ class _ToolLoopEpisode:
             memo = args.get("memo")
             if isinstance(memo, str) and memo.strip():
                 self.rec.record(comp, text, started, new, code=code)
-                self.rec.finish("submitted", "submit when asked at the turn limit" if final else "submit", memo)
+                self.rec.finish(
+                    "submitted", "submit when asked at the turn limit" if final else "submit", memo
+                )
                 self.trace.memo_started_s = started
                 return True
-            output, error = "ERROR: submit needs a non-empty \"memo\" string", "submit without a memo"
+            output, error = 'ERROR: submit needs a non-empty "memo" string', "submit without a memo"
         else:
             try:
                 output, error = cut(self.tools.call(name, args), self.harness.output_chars), None
@@ -256,7 +269,9 @@ class _ToolLoopEpisode:
                 output, error = f"ERROR: {exc}", str(exc)
         self.rec.record(comp, text, started, new, code=code, output=output, error=error)
         if final:
-            self.rec.finish("turn_limit", "turn limit: no submit; the final completion is the memo", comp.text.strip())
+            self.rec.finish(
+                "turn_limit", "turn limit: no submit; the final completion is the memo", comp.text.strip()
+            )
             return True
         self.rec.say(output)
         return False

@@ -61,13 +61,22 @@ RISK_PATTERNS: list[tuple[re.Pattern[str], float]] = [
         (r"\bdefault\w*|\bacceleration\b|\bcovenant\w*", 1.5),
         (r"\bprepay\w*|\bmake[\s-]?whole\b", 1.5),
         (r"\blitigat\w*|\blawsuit\w*|\bclaims?\b|\bdamages\b|\bplaintiff\w*|\bsettle\w*|\barbitrat\w*", 1.5),
-        (r"\bseverance\b|\bgolden parachute\b|\bretention bonus\w*|\bsingle[\s-]trigger\b|\bdouble[\s-]trigger\b", 2),
+        (
+            r"\bseverance\b|\bgolden parachute\b|\bretention bonus\w*|\bsingle[\s-]trigger\b|\bdouble[\s-]trigger\b",
+            2,
+        ),
         (r"\binvent\w*|\bintellectual property\b|\bpatent\w*|\blicens\w*", 1),
         (r"\blandlord\b|\blease\w*", 1),
-        (r"\bpermit\w*|\bconsent (?:order|decree)\b|\bexpir\w*|\bviolation\w*|\bnon[\s-]?complian\w*|\bpenalt\w*", 1.5),
+        (
+            r"\bpermit\w*|\bconsent (?:order|decree)\b|\bexpir\w*|\bviolation\w*|\bnon[\s-]?complian\w*|\bpenalt\w*",
+            1.5,
+        ),
         (r"\bbreach\w*|\bunauthori[sz]ed\b|\bnotif\w*|\bincident\b|\bpersonal data\b", 1.5),
         (r"\bguarant\w*|\blien\w*|\bpledge\w*|\bescrow\b|\bearn[\s-]?out\b", 1.5),
-        (r"\bwaive\w*|\bmaterial adverse\b|\bkey[\s-]person\b|\bminimum (?:purchase|volume)\b|\btake[\s-]or[\s-]pay\b", 1.5),
+        (
+            r"\bwaive\w*|\bmaterial adverse\b|\bkey[\s-]person\b|\bminimum (?:purchase|volume)\b|\btake[\s-]or[\s-]pay\b",
+            1.5,
+        ),
         (r"\btax (?:audit|assessment|deficiency)\b|\bunderpay\w*|\bcontingen\w*|\bwarrant(?:y|ies)\b", 1),
         (r"\bsole[\s-]source\b|\bsingle[\s-]source\b|\bconcentration\b", 1.5),
     ]
@@ -139,7 +148,9 @@ def split_sentences(text: str) -> list[str]:
         if not para:
             continue
         # A period after a digit ("1.5 million", "Section 4.2") or an abbreviation is not an end.
-        for s in re.split(r"(?<=[.!?;])(?<!\b[A-Z]\.)(?<!\bNo\.)(?<!\bInc\.)(?<!\bSec\.)\s+(?=[A-Z(\"'])", para):
+        for s in re.split(
+            r"(?<=[.!?;])(?<!\b[A-Z]\.)(?<!\bNo\.)(?<!\bInc\.)(?<!\bSec\.)\s+(?=[A-Z(\"'])", para
+        ):
             s = s.strip()
             if len(s) > 3:
                 out.append(s if len(s) <= _MAX_SENTENCE_CHARS else s[: _MAX_SENTENCE_CHARS - 3] + "...")

@@ -66,7 +66,9 @@ class OpenAIBackend:
         backoff_max_s: float = 20.0,
     ) -> None:
         if not cfg.base_url:
-            raise ValueError("models.*.base_url: required for a backend of kind 'openai' (e.g. http://localhost:8000/v1)")
+            raise ValueError(
+                "models.*.base_url: required for a backend of kind 'openai' (e.g. http://localhost:8000/v1)"
+            )
         if cfg.concurrency < 1:
             raise ValueError(f"models.*.concurrency: must be >= 1, got {cfg.concurrency}")
         self.cfg = cfg
@@ -155,7 +157,7 @@ class OpenAIBackend:
                 raise BackendError(f"{self.url}: HTTP {resp.status}: {text[:300]}")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise _Retryable(f"connection error: {type(exc).__name__}: {exc}") from exc
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise _Retryable(f"timed out after {self.cfg.timeout_s:g}s") from exc
 
     async def complete(self, messages: list[dict[str, str]], params: GenerationParams) -> Completion:
@@ -195,7 +197,9 @@ class OpenAIBackend:
         return Completion(
             text=text,
             # Servers that omit usage get the same estimate the budgets use.
-            prompt_tokens=int(prompt_tokens) if prompt_tokens is not None else estimate_prompt_tokens(messages),
+            prompt_tokens=int(prompt_tokens)
+            if prompt_tokens is not None
+            else estimate_prompt_tokens(messages),
             completion_tokens=int(completion_tokens) if completion_tokens is not None else count_tokens(text),
             latency_s=latency,
             model=data.get("model") or self.name,

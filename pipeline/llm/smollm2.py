@@ -101,7 +101,9 @@ def ensure_model(cache_dir: Path | None = None) -> Path:
         gen = GenerationConfig.from_model_config(config)
         gen.bos_token_id = tokenizer.bos_token_id
         gen.eos_token_id = tokenizer.eos_token_id
-        gen.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        gen.pad_token_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
         gen.save_pretrained(tmp)
         (tmp / _DONE_MARKER).write_text(f"converted from {GGUF_PACKAGE}/{GGUF_FILE}\n")
         del loaded, fresh

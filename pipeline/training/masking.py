@@ -72,7 +72,9 @@ def _clean(messages: Sequence[dict[str, Any]], where: str) -> list[dict[str, str
         if role not in ROLES:
             raise MaskingError(f"{where}: message {i}: role {role!r} is not one of {ROLES}")
         if not isinstance(content, str):
-            raise MaskingError(f"{where}: message {i}: content must be a string, got {type(content).__name__}")
+            raise MaskingError(
+                f"{where}: message {i}: content must be a string, got {type(content).__name__}"
+            )
         # Only role and content reach the template; our own keys ("example") stay out of it.
         out.append({"role": role, "content": content})
     return out

@@ -100,7 +100,9 @@ class SlowServer:
 
 
 def make_runner(url: str, concurrency: int, calls: int) -> tuple[OpenAIBackend, SubagentRunner]:
-    backend = OpenAIBackend(BackendConfig(kind="openai", base_url=url, model="bench", concurrency=concurrency))
+    backend = OpenAIBackend(
+        BackendConfig(kind="openai", base_url=url, model="bench", concurrency=concurrency)
+    )
     runner = SubagentRunner(
         backend,
         GenerationParams(max_tokens=16),
@@ -135,7 +137,9 @@ async def bench_sandbox(url: str, prompts: list[str], concurrency: int) -> float
         name="bench-room",
         target={"name": "Bench Co"},
         deal={"type": "merger"},
-        documents=[Document(path="01_corporate/charter.txt", category="corporate", title="Charter", text="Charter.")],
+        documents=[
+            Document(path="01_corporate/charter.txt", category="corporate", title="Charter", text="Charter.")
+        ],
     )
     backend, runner = make_runner(url, concurrency, len(prompts) + concurrency)
 

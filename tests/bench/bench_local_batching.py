@@ -36,7 +36,12 @@ TOPICS = ["indemnification caps", "change of control", "assignment clauses", "no
 
 def prompts(n: int) -> list[list[dict[str, str]]]:
     return [
-        [{"role": "user", "content": f"Explain what a buyer should check about {TOPICS[i % len(TOPICS)]} in a data room."}]
+        [
+            {
+                "role": "user",
+                "content": f"Explain what a buyer should check about {TOPICS[i % len(TOPICS)]} in a data room.",
+            }
+        ]
         for i in range(n)
     ]
 
@@ -78,8 +83,12 @@ def main() -> None:
     b_tps, s_tps = b_tokens / b_wall, s_tokens / s_wall
     print(f"{args.requests} requests x {args.tokens} new tokens, {backend.name}, torch threads "
           f"{__import__('torch').get_num_threads()}")  # fmt: skip
-    print(f"  batched     {b_wall:7.2f} s  {b_tokens:5d} tokens  {b_tps:7.1f} tok/s  ({batched_calls} generate calls)")
-    print(f"  sequential  {s_wall:7.2f} s  {s_tokens:5d} tokens  {s_tps:7.1f} tok/s  ({args.requests} generate calls)")
+    print(
+        f"  batched     {b_wall:7.2f} s  {b_tokens:5d} tokens  {b_tps:7.1f} tok/s  ({batched_calls} generate calls)"
+    )
+    print(
+        f"  sequential  {s_wall:7.2f} s  {s_tokens:5d} tokens  {s_tps:7.1f} tok/s  ({args.requests} generate calls)"
+    )
     ratio = b_tps / s_tps
     print(f"  batched / sequential throughput: {ratio:.2f}x (target >= {TARGET_RATIO}x) "
           f"{'ok' if ratio >= TARGET_RATIO else 'BELOW TARGET'}")  # fmt: skip

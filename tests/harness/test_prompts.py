@@ -49,8 +49,16 @@ def test_worked_example_messages_are_marked(room):
 
 def test_worked_example_is_the_full_delegation_program():
     program = load_variant("worked_example").example[1]["content"]
-    for piece in ("room.documents", "d.chunks(", "=== {d.path} ===", "llm_batch(", "No diligence issues",
-                  "ERROR", "print(", "submit(memo)"):
+    for piece in (
+        "room.documents",
+        "d.chunks(",
+        "=== {d.path} ===",
+        "llm_batch(",
+        "No diligence issues",
+        "ERROR",
+        "print(",
+        "submit(memo)",
+    ):
         assert piece in program, piece
 
 
@@ -72,7 +80,15 @@ def test_room_shape_in_system_prompt(room):
         assert f"- {top}/:" in system
     assert "3,000 tokens" in system and "1,234 characters" in system and "6 turns" in system
     # The REPL API and the task.
-    for api in ("llm_query", "llm_batch", "submit(memo)", "print()", "```python", "d.chunks(max_tokens)"):
+    for api in (
+        "llm_query",
+        "llm_batch",
+        "submit(memo)",
+        "print()",
+        "```python",
+        "d.chunks(max_tokens)",
+        "`documents`",
+    ):
         assert api in system, api
     for word in ("memo", "cite", "next steps", "exposure"):
         assert word in system
@@ -111,7 +127,11 @@ def test_bad_variant_files_name_the_file(tmp_path, monkeypatch):
     _write(tmp_path, "nosys", "---\nharness: rlm\n---\n<!-- section: task -->\nT\n")
     with pytest.raises(PromptError, match=r"nosys\.md: missing required section 'system'"):
         load_variant("nosys")
-    _write(tmp_path, "badkey", "---\nexampel: x.yaml\n---\n<!-- section: system -->\nS\n<!-- section: task -->\nT\n")
+    _write(
+        tmp_path,
+        "badkey",
+        "---\nexampel: x.yaml\n---\n<!-- section: system -->\nS\n<!-- section: task -->\nT\n",
+    )
     with pytest.raises(PromptError, match=r"badkey\.md: unknown front matter key\(s\) exampel"):
         load_variant("badkey")
     _write(tmp_path, "loop", "---\nextends: loop\n---\n")
@@ -122,15 +142,23 @@ def test_bad_variant_files_name_the_file(tmp_path, monkeypatch):
         load_variant("nofront")
     with pytest.raises(PromptError, match=r"unknown prompt variant 'missing'"):
         load_variant("missing")
-    _write(tmp_path, "ex", "---\nexample: ex.yaml\n---\n<!-- section: system -->\nS\n<!-- section: task -->\nT\n")
-    (tmp_path / "ex.yaml").write_text("room: {name: r, target: {}, deal: {}, documents: [{path: a.txt}]}\nturns: []\n")
+    _write(
+        tmp_path, "ex", "---\nexample: ex.yaml\n---\n<!-- section: system -->\nS\n<!-- section: task -->\nT\n"
+    )
+    (tmp_path / "ex.yaml").write_text(
+        "room: {name: r, target: {}, deal: {}, documents: [{path: a.txt}]}\nturns: []\n"
+    )
     with pytest.raises(PromptError, match=r"ex\.yaml: room\.documents\[0\]"):
         load_variant("ex")
 
 
 def test_extends_inherits_sections_but_not_the_example(tmp_path, monkeypatch):
     monkeypatch.setattr(prompts, "PROMPTS_DIR", tmp_path)
-    _write(tmp_path, "parent", "---\nharness: rlm\n---\n<!-- section: system -->\nS {{room_name}}\n<!-- section: task -->\nT\n")
+    _write(
+        tmp_path,
+        "parent",
+        "---\nharness: rlm\n---\n<!-- section: system -->\nS {{room_name}}\n<!-- section: task -->\nT\n",
+    )
     _write(tmp_path, "child", "---\nextends: parent\n---\n<!-- section: task -->\nCHILD TASK\n")
     v = load_variant("child")
     assert v.system == "S {{room_name}}" and v.task == "CHILD TASK" and v.harness == "rlm"

@@ -41,7 +41,9 @@ def extractive():
 def episode(room, room_dir, root, sub, harness=None, **kw):
     harness = harness or HarnessConfig(prompt="base")
     return asyncio.run(
-        run_episode(room, room_dir, root, sub, harness, SamplingConfig(), trajectory_id="t-1", policy_id="p-1", **kw)
+        run_episode(
+            room, room_dir, root, sub, harness, SamplingConfig(), trajectory_id="t-1", policy_id="p-1", **kw
+        )
     )
 
 
@@ -80,7 +82,9 @@ def test_submit_path(room, room_dir, extractive):
     assert len(trace.turns) == 1
     assert trace.memo_started_s == trace.turns[0].started_s
     # Every document went to a subagent and the memo cites documents by path.
-    prompted = {line[4:-4] for c in trace.subcalls for line in c.prompt.splitlines() if line.startswith("=== ")}
+    prompted = {
+        line[4:-4] for c in trace.subcalls for line in c.prompt.splitlines() if line.startswith("=== ")
+    }
     assert prompted == {d.path for d in room.documents}
     assert any(d.path in trace.memo for d in room.documents)
     assert "Recommended next steps" in trace.memo
@@ -100,7 +104,10 @@ def test_turn_limit_asks_once_for_the_memo(room, room_dir, extractive):
     assert len(root.calls) == 3 and len(trace.turns) == 3
     final = load_variant("base").section("final", {})
     assert root.calls[2][0][-1]["content"] == final
-    assert [m["content"] for m in trace.turns[2].new_messages] == ["[no output: only what you print() is shown]", final]
+    assert [m["content"] for m in trace.turns[2].new_messages] == [
+        "[no output: only what you print() is shown]",
+        final,
+    ]
     assert trace.turns[0].output == str(len(room.documents))
 
 
@@ -123,7 +130,9 @@ def test_completion_without_code_gets_a_correction(room, room_dir, extractive):
 
 
 def test_errors_come_back_as_short_tracebacks(room, room_dir, extractive):
-    root = ScriptedBackend([py("def f(n):\n    return f(n + 1)\nf(0)"), py("print(1 / 0)"), py("submit('x')")])
+    root = ScriptedBackend(
+        [py("def f(n):\n    return f(n + 1)\nf(0)"), py("print(1 / 0)"), py("submit('x')")]
+    )
     trace = episode(room, room_dir, root, extractive)
     first = root.calls[1][0][-1]["content"]
     assert "RecursionError" in first and len(first) <= ERROR_CHARS + 100
@@ -186,7 +195,9 @@ def test_trace_round_trips_and_subcall_times_sit_in_their_turns(room, room_dir, 
     root = ScriptedBackend(
         [
             py("a = llm_batch([f'=== {d.path} ===\\n{d.text}' for d in room.documents[:3]])\nprint(len(a))"),
-            py("b = llm_query('=== ' + room.documents[3].path + ' ===\\n' + room.documents[3].text)\nsubmit(b)"),
+            py(
+                "b = llm_query('=== ' + room.documents[3].path + ' ===\\n' + room.documents[3].text)\nsubmit(b)"
+            ),
         ]
     )
     trace = episode(room, room_dir, root, extractive)
@@ -210,7 +221,9 @@ def test_trace_round_trips_and_subcall_times_sit_in_their_turns(room, room_dir, 
 
 def test_depth_two_child_trace_is_nested(room, room_dir, extractive):
     paths = [d.path for d in room.documents[:3]]
-    parent_program = py(f"a = rlm_query('List the change of control risks.', {paths!r})\nprint(a[:300])\nsubmit(a)")
+    parent_program = py(
+        f"a = rlm_query('List the change of control risks.', {paths!r})\nprint(a[:300])\nsubmit(a)"
+    )
     child_program = py(
         "answers = llm_batch([f'=== {d.path} ===\\n{d.text}' for d in room.documents])\n"
         "print(len(room.documents))\nsubmit('CHILD: ' + ' | '.join(answers))"

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 from pipeline.harness.subagents import SubagentRunner
+from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 
 
 class EchoBackend:

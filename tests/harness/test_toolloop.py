@@ -33,7 +33,9 @@ def room_dir(room, tmp_path_factory):
 def episode(room, room_dir, root, **harness_kw):
     harness = HarnessConfig(kind="toolloop", prompt="toolloop", **harness_kw)
     return asyncio.run(
-        run_toolloop_episode(room, room_dir, root, None, harness, SamplingConfig(), trajectory_id="t", policy_id="p")
+        run_toolloop_episode(
+            room, room_dir, root, None, harness, SamplingConfig(), trajectory_id="t", policy_id="p"
+        )
     )
 
 
@@ -41,13 +43,18 @@ def test_parse_tool_call_shapes():
     assert parse_tool_call(tool("read", path="a.txt")) == ("read", {"path": "a.txt"})
     openai_style = '{"name": "search", "arguments": "{\\"pattern\\": \\"change of control\\"}"}'
     assert parse_tool_call(openai_style) == ("search", {"pattern": "change of control"})
-    wrapped = {"tool_calls": [{"type": "function", "function": {"name": "list_folder", "arguments": {"folder": ""}}}]}
+    wrapped = {
+        "tool_calls": [{"type": "function", "function": {"name": "list_folder", "arguments": {"folder": ""}}}]
+    }
     assert parse_tool_call("Calling:\n" + json.dumps(wrapped)) == ("list_folder", {"folder": ""})
-    assert parse_tool_call('I will submit. {"name": "submit", "args": {"memo": "m"}}') == ("submit", {"memo": "m"})
+    assert parse_tool_call('I will submit. {"name": "submit", "args": {"memo": "m"}}') == (
+        "submit",
+        {"memo": "m"},
+    )
     assert parse_tool_call("no call here") is None
     with pytest.raises(ToolCallError, match="valid JSON"):
         parse_tool_call("```tool\n{name: read}\n```")
-    with pytest.raises(ToolCallError, match="no \"name\""):
+    with pytest.raises(ToolCallError, match='no "name"'):
         parse_tool_call('```tool\n{"args": {}}\n```')
 
 
@@ -75,7 +82,10 @@ def test_tools_and_submit(room, room_dir):
     # Each tool result is the next user message, exactly as recorded.
     for i in range(4):
         assert root.calls[i + 1][0][-1] == {"role": "user", "content": outputs[i]}
-    assert json.loads(trace.turns[3].code) == {"name": "read", "args": {"path": doc.path, "offset": 0, "length": 120}}
+    assert json.loads(trace.turns[3].code) == {
+        "name": "read",
+        "args": {"path": doc.path, "offset": 0, "length": 120},
+    }
     assert trace.memo_started_s == trace.turns[-1].started_s
     assert Trace.from_dict(json.loads(json.dumps(trace.to_dict()))) == trace
 
@@ -113,7 +123,15 @@ def test_turn_limit_asks_once(room, room_dir):
 def test_rlm_variant_is_refused(room, room_dir):
     harness = HarnessConfig(kind="toolloop", prompt="worked_example")
     trace = asyncio.run(
-        run_toolloop_episode(room, room_dir, ScriptedBackend([]), None, harness, SamplingConfig(),
-                             trajectory_id="t", policy_id="p")
+        run_toolloop_episode(
+            room,
+            room_dir,
+            ScriptedBackend([]),
+            None,
+            harness,
+            SamplingConfig(),
+            trajectory_id="t",
+            policy_id="p",
+        )
     )
     assert trace.status == "error" and "harness.prompt=toolloop" in trace.end_reason

@@ -62,7 +62,9 @@ def test_extracts_risk_sentences_with_paths_in_document_order():
 
 
 def test_sentence_count_is_bounded_and_deterministic():
-    many = " ".join(f"Clause {i}: the supplier shall indemnify the customer for all claims." for i in range(30))
+    many = " ".join(
+        f"Clause {i}: the supplier shall indemnify the customer for all claims." for i in range(30)
+    )
     p = prompt(("big/contract.txt", many))
     assert len(extract(p, max_sentences=8)) == 8
     assert extract(p) == extract(p)
@@ -76,7 +78,9 @@ def test_instruction_terms_select_sentences():
 
 
 def test_split_sentences_keeps_amounts_and_sections_whole():
-    s = split_sentences("Payment of $1.5 million is due under Section 4.2 of the Agreement. Next sentence here.")
+    s = split_sentences(
+        "Payment of $1.5 million is due under Section 4.2 of the Agreement. Next sentence here."
+    )
     assert s == ["Payment of $1.5 million is due under Section 4.2 of the Agreement.", "Next sentence here."]
 
 

@@ -67,7 +67,9 @@ def test_concurrent_requests_share_generate_calls_and_stop_per_row(local):
 
     # Without the stop string the model keeps talking after the block.
     unstopped = asyncio.run(local.complete(user(CODE_PROMPTS[0]), GenerationParams(max_tokens=64)))
-    assert len(unstopped.text) > len(results[0].text) and unstopped.text.startswith(results[0].text.rstrip("\n"))
+    assert len(unstopped.text) > len(results[0].text) and unstopped.text.startswith(
+        results[0].text.rstrip("\n")
+    )
 
 
 @pytest.mark.slow
@@ -87,7 +89,10 @@ def test_context_limit_uses_the_real_tokenizer(local):
         with pytest.raises(ContextLimitError, match=f"prompt of {n} tokens"):
             asyncio.run(local.complete(user("word " * 50), GenerationParams(max_tokens=4)))
         local.context_tokens = n
-        assert asyncio.run(local.complete(user("word " * 50), GenerationParams(max_tokens=2))).completion_tokens > 0
+        assert (
+            asyncio.run(local.complete(user("word " * 50), GenerationParams(max_tokens=2))).completion_tokens
+            > 0
+        )
     finally:
         local.context_tokens = saved
 
@@ -104,7 +109,9 @@ def test_loads_a_peft_adapter(smollm2_path, tmp_path, local):
     lora = LoraConfig(r=8, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(base, lora).save_pretrained(tmp_path / "adapter")
 
-    adapted = LocalBackend(BackendConfig(kind="local", model=str(smollm2_path), adapter=str(tmp_path / "adapter")))
+    adapted = LocalBackend(
+        BackendConfig(kind="local", model=str(smollm2_path), adapter=str(tmp_path / "adapter"))
+    )
     try:
         params = GenerationParams(max_tokens=12)
         with_adapter = asyncio.run(adapted.complete(user(PLAIN_PROMPT), params))
@@ -125,3 +132,24 @@ def test_bad_config_is_refused(tmp_path):
         LocalBackend(BackendConfig(kind="local", dtype="float99"))
     with pytest.raises(FileNotFoundError, match="models.\\*.model"):
         LocalBackend(BackendConfig(kind="local", model=str(tmp_path / "nope")))
+
+
+@pytest.mark.slow
+def test_ensure_model_reuses_a_finished_cache(smollm2_path, monkeypatch):
+    import transformers
+
+    from pipeline.llm import smollm2
+
+    assert smollm2.is_converted(smollm2_path)
+    assert (smollm2_path / "model.safetensors").exists() and (smollm2_path / "tokenizer.json").exists()
+
+    def no_conversion(*a, **k):
+        raise AssertionError("ensure_model converted again although the cache is complete")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_conversion)
+    monkeypatch.setenv("RLM_MODEL_CACHE", str(smollm2_path))
+    assert smollm2.ensure_model(smollm2_path) == smollm2_path
+    # The default model name (and "") resolves to the cached folder; anything else is a path.
+    assert smollm2.resolve_model_path("smollm2-135m-instruct") == smollm2_path
+    assert smollm2.resolve_model_path("") == smollm2_path
+    assert smollm2.resolve_model_path(str(smollm2_path)) == smollm2_path

@@ -55,7 +55,9 @@ class FakeServer:
             if kind == "400":
                 return web.Response(status=400, text='{"error": "bad request"}')
             if kind == "ctx":
-                return web.Response(status=400, text='{"message": "This model\'s maximum context length is 10 tokens"}')
+                return web.Response(
+                    status=400, text='{"message": "This model\'s maximum context length is 10 tokens"}'
+                )
             if kind == "slow":
                 await asyncio.sleep(0.05)
             return web.json_response(

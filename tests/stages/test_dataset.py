@@ -52,7 +52,14 @@ def root_trace(trajectory_id: str, room: str, policy_id: str, n_turns: int = 3, 
             completion = f'```python\nsubmit("Memo for {room}: the supply agreement has a change-of-control clause.")\n```'
         turns.append(Turn(index=i, new_messages=new, completion=completion, code="...", output="..."))
     subcalls = [
-        Subcall(index=j, turn_index=0, depth=1, model="extractive", prompt=SUBAGENT_PROMPT, response="SUBAGENT-ANSWER")
+        Subcall(
+            index=j,
+            turn_index=0,
+            depth=1,
+            model="extractive",
+            prompt=SUBAGENT_PROMPT,
+            response="SUBAGENT-ANSWER",
+        )
         for j in range(2)
     ]
     return Trace(
@@ -69,7 +76,9 @@ def root_trace(trajectory_id: str, room: str, policy_id: str, n_turns: int = 3, 
 
 
 def repl_output(room: str, i: int, extra_chars: int) -> str:
-    body = "\n".join(f"0{k}_contracts/{room}-agreement-{k}.txt -> Section {k}.2: change of control" for k in range(3))
+    body = "\n".join(
+        f"0{k}_contracts/{room}-agreement-{k}.txt -> Section {k}.2: change of control" for k in range(3)
+    )
     return body + ("\n" + "x " * (extra_chars // 2) if extra_chars else "")
 
 
@@ -90,6 +99,7 @@ def make_warehouse(
     per_room: int = 2,
     long_one: bool = True,
     accept: bool = True,
+    n_turns: int = 3,
 ) -> PipelineConfig:
     """A warehouse with rooms, the base policy, accepted traces, one rejected and one too-long trace."""
     cfg = PipelineConfig()
@@ -109,7 +119,7 @@ def make_warehouse(
         specs.append((f"{rooms[0]}-long", rooms[0], 6000))
     specs.append((f"{rooms[0]}-rejected", rooms[0], 0))
     for idx, (tid, room, extra) in enumerate(specs):
-        trace = root_trace(tid, room, policy_id, repl_chars=extra)
+        trace = root_trace(tid, room, policy_id, n_turns=n_turns, repl_chars=extra)
         traj_rows.append(
             {"trajectory_id": tid, "room_id": room, "policy_id": policy_id, "sample_index": idx, "purpose": "train",
              "harness": "rlm", "status": "submitted", "end_reason": "submit", "memo": trace.memo,
@@ -208,8 +218,13 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     tok = AutoTokenizer.from_pretrained(smollm2_path)
     ex = dsd["train"][0]
     assert len(ex["input_ids"]) == len(ex["labels"]) == ex["n_tokens"] <= 1024
-    assert ex["input_ids"] == tok.apply_chat_template(ex["messages"], tokenize=True, return_dict=True)["input_ids"]
-    trained_text = tok.decode([t for t, lab in zip(ex["input_ids"], ex["labels"], strict=True) if lab != -100])
+    assert (
+        ex["input_ids"]
+        == tok.apply_chat_template(ex["messages"], tokenize=True, return_dict=True)["input_ids"]
+    )
+    trained_text = tok.decode(
+        [t for t, lab in zip(ex["input_ids"], ex["labels"], strict=True) if lab != -100]
+    )
     root_turns = [m["content"] for m, f in zip(ex["messages"], ex["trained_messages"], strict=True) if f]
     assert trained_text == "".join(c + "<|im_end|>" for c in root_turns)
     for text in (SYSTEM, EXAMPLE_TASK, EXAMPLE_CODE, EXAMPLE_OUTPUT, "Section 0.2"):
@@ -239,6 +254,8 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     # Same selection + config: reused, nothing written.
     again = dataset.run(warehouse)
     assert again["reused"] is True and again["dataset_id"] == counts["dataset_id"]
+    warehouse.dataset.selection_id = "sel-1"  # naming the newest selection explicitly is the same input
+    assert dataset.run(warehouse)["dataset_id"] == counts["dataset_id"]
     # Context distillation is a new dataset version without the worked example.
     warehouse.dataset.context_distillation = True
     cd = dataset.run(warehouse)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 def tiny_train(cfg: PipelineConfig) -> PipelineConfig:
     t = cfg.train
     t.epochs, t.lora_r, t.lora_alpha, t.batch_size, t.grad_accum = 1.0, 4, 8, 1, 1
-    t.max_length, t.save_steps, t.eval_steps, t.logging_steps = 1024, 1, 1, 1
+    t.max_length, t.save_steps, t.eval_steps, t.logging_steps = 1024, 1, 2, 1
     return cfg
 
 
@@ -31,7 +31,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path):
     from stages import dataset, train
 
     cfg = make_warehouse(tmp_path_factory.mktemp("train"), rooms=("room-a", "room-b", "room-c"), per_room=1,
-                         long_one=False)  # fmt: skip
+                         long_one=False, n_turns=2)  # fmt: skip
     cfg.dataset.val_fraction = 0.3
     ds = dataset.run(cfg)
     assert (ds["train"], ds["validation"]) == (2, 1)
@@ -59,10 +59,12 @@ def test_run_logs_and_policy_are_recorded(trained):
     cfg, counts = trained
     con = db.connect(cfg.run.db_path)
     try:
-        logs = db.fetch_dicts(con, "select * from train_logs where train_id = ? order by step", [counts["train_id"]])
+        logs = db.fetch_dicts(
+            con, "select * from train_logs where train_id = ? order by step", [counts["train_id"]]
+        )
         assert [r["step"] for r in logs] == [1, 2]
         assert all(r["loss"] is not None and r["learning_rate"] is not None for r in logs)
-        assert all(r["eval_loss"] is not None for r in logs)  # validation loss per evaluated step
+        assert logs[-1]["eval_loss"] is not None  # validation loss at the evaluated step (eval_steps=2)
         run = db.fetch_dicts(con, "select * from train_runs where train_id = ?", [counts["train_id"]])[0]
         assert run["status"] == "ok" and run["policy_id"] == counts["policy_id"]
         assert run["train_tokens"] > 0 and run["final_eval_loss"] == pytest.approx(logs[-1]["eval_loss"])
@@ -70,7 +72,11 @@ def test_run_logs_and_policy_are_recorded(trained):
         parent = base_policy(cfg)
         assert policy.parent_id == parent.policy_id == run["parent_policy_id"]
         assert policy.train_id == counts["train_id"] and policy.adapter == counts["adapter_path"]
-        assert (policy.prompt, policy.harness, policy.sampling) == (parent.prompt, parent.harness, parent.sampling)
+        assert (policy.prompt, policy.harness, policy.sampling) == (
+            parent.prompt,
+            parent.harness,
+            parent.sampling,
+        )
     finally:
         con.close()
 
@@ -95,7 +101,9 @@ def test_adapter_loads_with_peft_and_generates(trained, smollm2_path: Path):
 
     _, counts = trained
     tok = AutoTokenizer.from_pretrained(counts["adapter_path"])
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(smollm2_path), counts["adapter_path"])
+    model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(smollm2_path), counts["adapter_path"]
+    )
     prompt = tok.apply_chat_template(
         [{"role": "user", "content": "Review the data room."}], add_generation_prompt=True, return_tensors="pt",
         return_dict=True,
@@ -117,7 +125,9 @@ def test_killed_run_resumes_from_its_checkpoint(trained):
     for name in ("adapter_model.safetensors", "adapter_config.json"):
         (adapter / name).unlink()
     con = db.connect(cfg.run.db_path)
-    con.execute("update train_runs set status = 'running', policy_id = null where train_id = ?", [counts["train_id"]])
+    con.execute(
+        "update train_runs set status = 'running', policy_id = null where train_id = ?", [counts["train_id"]]
+    )
     con.execute("delete from train_logs where train_id = ? and step = 2", [counts["train_id"]])
     con.close()
 

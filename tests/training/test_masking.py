@@ -49,10 +49,15 @@ def masked_text(tokenizer, ex) -> str:
 def test_smollm2_template_masks_everything_but_root_turns(tokenizer):
     ex = tokenize_conversation(tokenizer, CONVERSATION)
     # Same ids as the model's own chat-template tokenization (what it sees at sampling).
-    assert ex.input_ids == tokenizer.apply_chat_template(CONVERSATION, tokenize=True, return_dict=True)["input_ids"]
+    assert (
+        ex.input_ids
+        == tokenizer.apply_chat_template(CONVERSATION, tokenize=True, return_dict=True)["input_ids"]
+    )
     # Per-message tokenization concatenated equals the one-shot tokenization: no token straddles a turn.
     assert ex.segment_ids_match
-    assert ex.labels == [t if m else IGNORE_INDEX for t, m in zip(ex.input_ids, ex.assistant_masks, strict=True)]
+    assert ex.labels == [
+        t if m else IGNORE_INDEX for t, m in zip(ex.input_ids, ex.assistant_masks, strict=True)
+    ]
 
     spans = [tokenizer.decode(s) for s in trained_spans(ex)]
     assert spans == [c + "<|im_end|>" for c in ROOT_TURNS]  # content + end-of-turn, nothing else
