@@ -60,7 +60,8 @@ class SubagentRunner:
         self.turn_index = 0  # set by the root loop before each cell
         self.subcalls: list[Subcall] = []
         self.budget_exceeded: str | None = None
-        self._semaphore = asyncio.Semaphore(concurrency)
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tokens_used = 0  # finished calls: prompt + completion
         self._tokens_reserved = 0  # in-flight calls: estimated prompt tokens
 
@@ -80,6 +81,10 @@ class SubagentRunner:
             raise ValueError(
                 f"llm_batch: {len(prompts)} prompts in one batch; the limit is {self.max_batch_prompts}"
             )
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or self._loop is not loop:
+            # A semaphore belongs to one event loop; tests and tools may run several in turn.
+            self._semaphore, self._loop = asyncio.Semaphore(self.concurrency), loop
         # Reserve in prompt order, before anything runs.
         plans: list[tuple[Subcall, int] | str] = [self._reserve(p) for p in prompts]
         coros = [self._run(plan) for plan in plans]
@@ -116,6 +121,7 @@ class SubagentRunner:
         messages = [{"role": "user", "content": call.prompt}]
         if self.system_prompt:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
+        assert self._semaphore is not None
         try:
             async with self._semaphore:
                 call.issued_s = time.monotonic() - self.t0

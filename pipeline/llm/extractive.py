@@ -58,14 +58,16 @@ RISK_PATTERNS: list[tuple[re.Pattern[str], float]] = [
         (r"\bindemnif\w*|\bindemnit\w*", 2),
         (r"\b(?:uncapped|unlimited)\b|without (?:any )?(?:cap|limit)", 2.5),
         (r"\bliabilit\w*", 1),
-        (r"\bdefault\w*|\bacceleration\b|\bcovenant\w*", 1.5),
+        (r"\bdefault\w*|\bacceleration\b|\bfinancial covenant\w*|\bcovenant breach\w*", 1.5),
         (r"\bprepay\w*|\bmake[\s-]?whole\b", 1.5),
         (r"\blitigat\w*|\blawsuit\w*|\bclaims?\b|\bdamages\b|\bplaintiff\w*|\bsettle\w*|\barbitrat\w*", 1.5),
         (
             r"\bseverance\b|\bgolden parachute\b|\bretention bonus\w*|\bsingle[\s-]trigger\b|\bdouble[\s-]trigger\b",
             2,
         ),
-        (r"\binvent\w*|\bintellectual property\b|\bpatent\w*|\blicens\w*", 1),
+        (r"\binvent(?!or(?:y|ies))\w*", 1.5),  # not "inventory"
+        (r"right of first (?:refusal|offer|negotiation)|\bside letter\b|\brebate\w*", 2),
+        (r"\bintellectual property\b|\bpatent\w*|\blicens\w*", 1),
         (r"\blandlord\b|\blease\w*", 1),
         (
             r"\bpermit\w*|\bconsent (?:order|decree)\b|\bexpir\w*|\bviolation\w*|\bnon[\s-]?complian\w*|\bpenalt\w*",
@@ -89,6 +91,13 @@ AMOUNT_RE = re.compile(
 )
 _AMOUNT_WEIGHT = 1.5
 _MIN_SCORE = 1.5  # one weak hit (e.g. "liability" alone) is not a finding
+_MIN_WORDS = 6  # shorter pieces are headings and titles ("Re: Consent and waiver"), not findings
+# Recitals and interpretation clauses that every agreement carries.
+BOILERPLATE_RE = re.compile(
+    r"now,? therefore|\bwhereas\b|in witness whereof|mutual covenants|shall be deemed to be followed"
+    r"|counterparts|headings are for convenience",
+    re.IGNORECASE,
+)
 _MAX_SENTENCE_CHARS = 600
 
 # Words of an instruction that say nothing about what to look for.
@@ -163,6 +172,8 @@ def instruction_terms(instruction: str) -> set[str]:
 
 
 def score_sentence(sentence: str, terms: set[str] = frozenset()) -> float:
+    if len(sentence.split()) < _MIN_WORDS or BOILERPLATE_RE.search(sentence):
+        return 0.0
     score = sum(w for rx, w in RISK_PATTERNS if rx.search(sentence))
     if AMOUNT_RE.search(sentence):
         score += _AMOUNT_WEIGHT

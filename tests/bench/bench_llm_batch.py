@@ -42,12 +42,12 @@ TARGET_RATIO = 1.25
 async def _handle(request: web.Request) -> web.Response:
     app = request.app
     body = await request.json()
-    app["requests"] += 1
+    app["state"]["requests"] += 1
     await asyncio.sleep(app["delay"])
     content = body["messages"][-1]["content"]
     return web.json_response(
         {
-            "id": f"cmpl-{app['requests']}",
+            "id": f"cmpl-{app['state']['requests']}",
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "bench"),
@@ -60,7 +60,7 @@ async def _handle(request: web.Request) -> web.Response:
 
 def _serve(delay: float, port_queue: multiprocessing.Queue) -> None:
     app = web.Application()
-    app["delay"], app["requests"] = delay, 0
+    app["delay"], app["state"] = delay, {"requests": 0}
     app.router.add_post("/v1/chat/completions", _handle)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -130,3 +130,11 @@ def test_timestamps_are_relative_to_t0_and_overlap():
     assert all(s >= 5.0 for s in issued)
     # All four were in flight together: each was issued before the first returned.
     assert max(issued) < min(c.returned_s for c in r.subcalls)
+
+
+def test_runner_survives_successive_event_loops():
+    b = EchoBackend()
+    r = runner(b, concurrency=2)
+    for _ in range(2):  # contention on the semaphore in two different loops
+        assert asyncio.run(r.batch(["a", "b", "c", "d"])) == ["re: a", "re: b", "re: c", "re: d"]
+    assert b.max_in_flight == 2 and len(r.subcalls) == 8

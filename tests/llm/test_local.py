@@ -153,3 +153,18 @@ def test_ensure_model_reuses_a_finished_cache(smollm2_path, monkeypatch):
     assert smollm2.resolve_model_path("smollm2-135m-instruct") == smollm2_path
     assert smollm2.resolve_model_path("") == smollm2_path
     assert smollm2.resolve_model_path(str(smollm2_path)) == smollm2_path
+
+
+@pytest.mark.slow
+def test_failed_conversion_leaves_no_half_cache(tmp_path, monkeypatch):
+    import transformers
+
+    from pipeline.llm import smollm2
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("conversion interrupted")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", killed)
+    with pytest.raises(KeyboardInterrupt):
+        smollm2.ensure_model(tmp_path / "cache" / "smollm2")
+    assert list((tmp_path / "cache").iterdir()) == []
