@@ -157,7 +157,7 @@ class TrainConfig:
     logging_steps: int = _f(1, "log loss every n steps")
     save_steps: int = _f(20, "checkpoint every n steps (resume point)")
     eval_steps: int = _f(0, "evaluate on the validation split every n steps; 0 means at every checkpoint")
-    dataset_id: str = _f("", "dataset to train on; empty means the newest dataset (highest version)")
+    dataset_id: str = _f("", "dataset to train on; empty means the one built for the current selection and dataset config, else the newest")
     extra: dict[str, Any] = _f({}, "further SFTConfig fields passed through unchanged")
 
 
