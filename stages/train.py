@@ -301,6 +301,11 @@ def fit(cfg: PipelineConfig, plan: Plan, con) -> dict:
     from transformers.trainer_utils import get_last_checkpoint
     from trl import SFTTrainer
 
+    if not torch.cuda.is_available():
+        # The sampler may have set a smaller process-wide thread count for generation.
+        from pipeline.llm.local import sensible_threads
+
+        torch.set_num_threads(sensible_threads())
     adapter_dir = Path(plan.adapter_dir)
     ckpt_dir = adapter_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)

@@ -25,9 +25,11 @@ Threads: on CPU the backend sets torch's (process-wide) intra-op thread
 count to ``sensible_threads()``: ``RLM_TORCH_THREADS`` or half the usable cores.
 
 Sampling: temperature 0 is greedy; otherwise multinomial sampling with
-``temperature`` / ``top_p``. A ``seed`` seeds torch's global generator once
-per batch, so a seeded request is reproducible when it runs with the same
-batch companions (requests with different seeds never share a batch).
+``temperature`` / ``top_p``. The batch is seeded once, from its first
+request's ``seed``: requests with different seeds DO share a batch, because
+every concurrent trajectory carries its own seed and keeping them apart
+would serialise generation (measured: 8 trajectories ran one after another).
+Sampling is therefore reproducible for the same batch composition only.
 """
 
 from __future__ import annotations
@@ -58,15 +60,16 @@ def _group_key(p: GenerationParams) -> tuple:
     stop = tuple(p.stop or ())
     if p.temperature <= 0:
         return ("greedy", stop)
-    return ("sample", float(p.temperature), float(p.top_p), p.seed, stop)
+    return ("sample", float(p.temperature), float(p.top_p), stop)
 
 
 def sensible_threads() -> int:
-    """Torch intra-op threads for generation: RLM_TORCH_THREADS, else half the usable cores.
+    """Torch intra-op threads for generation: RLM_TORCH_THREADS, else every usable core.
 
-    Half, because generation shares the machine with the sampler's event loop,
-    the REPL workers and tokenisation; on a busy 2-core machine one thread
-    measured ~5x faster than two (OpenMP threads spinning against each other).
+    On an otherwise idle 2-core machine two threads beat one (a batch of 8
+    trajectories used ~1.85 cores); on a machine busy with other jobs one
+    thread measured ~5x faster than two (OpenMP threads spinning against each
+    other) — set RLM_TORCH_THREADS=1 there.
     """
     env = os.environ.get("RLM_TORCH_THREADS")
     if env:
@@ -78,7 +81,7 @@ def sensible_threads() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    return max(1, cores // 2)
+    return max(1, cores)
 
 
 class _RowStops:

@@ -54,7 +54,7 @@ def test_worked_example_is_the_full_delegation_program():
         "d.chunks(",
         "=== {d.path} ===",
         "llm_batch(",
-        "No diligence issues",
+        "No diligence",
         "ERROR",
         "print(",
         "submit(memo)",
