@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
     rooms = sub.add_parser("rooms", help="generate, import, build from CUAD, list, show or export rooms")
     rsub = rooms.add_subparsers(dest="action", required=True)
-    g = rsub.add_parser("generate", help="generate rooms.n_rooms synthetic rooms")
+    rsub.add_parser("generate", help="generate rooms.n_rooms synthetic rooms")
     i = rsub.add_parser("import", help="import a folder of documents as a room")
     i.add_argument("folder")
     i.add_argument("--name", required=True)
@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("corpus", help="folder holding cuad/, maud/ and contractnli/")
     c.add_argument("--n-rooms", type=int, default=2)
     c.add_argument("--contracts-per-room", type=int, default=40)
-    ls = rsub.add_parser("list", help="list rooms in the warehouse")
+    rsub.add_parser("list", help="list rooms in the warehouse")
     sh = rsub.add_parser("show", help="folder tree, counts, tokens and rubric kinds of a room")
     sh.add_argument("name")
     ex = rsub.add_parser("export", help="write a room's documents as files (and its rubric as JSONL)")
@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a stage's own "nothing to do / bad input" errors
-        if getattr(exc, "user_facing", False) or type(exc).__name__ in {"RoomError", "NoAcceptedTrajectories"}:
+        if getattr(exc, "user_facing", False) or type(exc).__name__ in {
+            "RoomError",
+            "NoAcceptedTrajectories",
+        }:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         raise

@@ -27,7 +27,9 @@ class ConfigError(ValueError):
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help}, **kw)
+        return field(
+            default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help}, **kw
+        )
     return field(default=default, metadata={"help": help}, **kw)
 
 
@@ -47,7 +49,9 @@ class RoomsConfig:
     n_rooms: int = _f(12, "number of synthetic rooms to generate")
     n_documents: int = _f(20, "documents per generated room (20 for tests, up to 5000)")
     tokens_per_document: int = _f(600, "mean tokens of a generated document")
-    heldout_fraction: float = _f(0.34, "share of rooms held out for evaluation (split rule: see pipeline.rooms.split)")
+    heldout_fraction: float = _f(
+        0.34, "share of rooms held out for evaluation (split rule: see pipeline.rooms.split)"
+    )
     seed: int = _f(7, "generator seed; room i uses seed*1000+i")
     name_prefix: str = _f("room", "generated rooms are named <prefix>-<index>")
     decoys: bool = _f(True, "plant decoys (issues that look real but are not)")
@@ -157,7 +161,10 @@ class TrainConfig:
     logging_steps: int = _f(1, "log loss every n steps")
     save_steps: int = _f(20, "checkpoint every n steps (resume point)")
     eval_steps: int = _f(0, "evaluate on the validation split every n steps; 0 means at every checkpoint")
-    dataset_id: str = _f("", "dataset to train on; empty means the one built for the current selection and dataset config, else the newest")
+    dataset_id: str = _f(
+        "",
+        "dataset to train on; empty means the one built for the current selection and dataset config, else the newest",
+    )
     extra: dict[str, Any] = _f({}, "further SFTConfig fields passed through unchanged")
 
 

@@ -56,7 +56,9 @@ def migrations() -> list[tuple[int, Path]]:
 
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
-    con.execute("create table if not exists schema_version (version integer primary key, applied_at timestamp)")
+    con.execute(
+        "create table if not exists schema_version (version integer primary key, applied_at timestamp)"
+    )
     row = con.execute("select coalesce(max(version), 0) from schema_version").fetchone()
     return int(row[0])
 
@@ -170,7 +172,9 @@ def write_many(con: duckdb.DuckDBPyConnection, tables: dict[str, Sequence[dict[s
 
 
 @contextlib.contextmanager
-def stage_run(con: duckdb.DuckDBPyConnection, stage: str, config_hash: str, command: str = "") -> Iterator[dict]:
+def stage_run(
+    con: duckdb.DuckDBPyConnection, stage: str, config_hash: str, command: str = ""
+) -> Iterator[dict]:
     """Record a stage run; the body fills the yielded dict with counts."""
     run_id = f"{stage}-{now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
     con.execute(

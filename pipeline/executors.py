@@ -72,7 +72,8 @@ def run_ray(
     pol = dataclasses.asdict(policy)
     room_refs = {name: ray.put(room) for name, room in rooms.items()}
     pending = {
-        task.remote(cfg_dict, pol, dataclasses.asdict(j), room_refs[j.room], str(dirs[j.room])): j for j in jobs
+        task.remote(cfg_dict, pol, dataclasses.asdict(j), room_refs[j.room], str(dirs[j.room])): j
+        for j in jobs
     }
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)

@@ -104,7 +104,11 @@ def root_backend_config(policy: Policy, cfg: PipelineConfig) -> BackendConfig:
     """The root backend settings for sampling this policy (recipe settings + the policy's model/adapter)."""
     root = dataclasses.replace(cfg.models.root)
     root.kind = policy.backend
-    root.model = "" if policy.base_model == "smollm2-135m-instruct" and policy.backend == "local" else policy.base_model
+    root.model = (
+        ""
+        if policy.base_model == "smollm2-135m-instruct" and policy.backend == "local"
+        else policy.base_model
+    )
     if policy.backend == "local":
         root.adapter = policy.adapter or ""
     elif policy.adapter:

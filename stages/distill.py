@@ -33,4 +33,8 @@ def run(cfg: PipelineConfig) -> dict:
     print("\n" + "=" * 72)
     print(results["evaluate"].get("headline", ""))
     print(f"wall time {wall / 60:.1f} min; report: {report}")
-    return {"wall_s": round(wall, 1), "report": str(report), "headline": results["evaluate"].get("headline", "")}
+    return {
+        "wall_s": round(wall, 1),
+        "report": str(report),
+        "headline": results["evaluate"].get("headline", ""),
+    }

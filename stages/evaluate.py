@@ -45,7 +45,9 @@ def newest_candidate(con: duckdb.DuckDBPyConnection) -> str | None:
     return row[0] if row else None
 
 
-def room_values(con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str], column: str) -> dict[str, float]:
+def room_values(
+    con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str], column: str
+) -> dict[str, float]:
     rows = con.execute(
         f"select room_id, {column} from room_policy_summary where policy_id = ? and purpose = 'eval' "
         "and list_contains(?, room_id)",
@@ -55,7 +57,11 @@ def room_values(con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str]
 
 
 def evaluate_policies(
-    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, base: Policy, candidates: list[Policy], rooms: list[str]
+    con: duckdb.DuckDBPyConnection,
+    cfg: PipelineConfig,
+    base: Policy,
+    candidates: list[Policy],
+    rooms: list[str],
 ) -> tuple[str, list[dict]]:
     """Sample + grade on ``rooms``, then write and return the evaluation rows."""
     for p in [base, *candidates]:
@@ -70,14 +76,30 @@ def evaluate_policies(
     now = db.now()
 
     def add(pid: str, metric: str, value, lo=None, hi=None, n=None) -> None:
-        rows.append({"eval_id": eval_id, "policy_id": pid, "base_policy_id": base.policy_id, "metric": metric,
-                     "value": value, "ci_low": lo, "ci_high": hi, "n_rooms": n, "created_at": now})
+        rows.append(
+            {
+                "eval_id": eval_id,
+                "policy_id": pid,
+                "base_policy_id": base.policy_id,
+                "metric": metric,
+                "value": value,
+                "ci_low": lo,
+                "ci_high": hi,
+                "n_rooms": n,
+                "created_at": now,
+            }
+        )
 
     B, seed = cfg.evaluate.bootstrap, cfg.run.seed
     for pid in ids:
         rates = room_values(con, pid, rooms, "pass_rate")
         if rates:
-            add(pid, "pass_rate", *stats.bootstrap_mean_ci(list(rates.values()), n_boot=B, seed=seed), len(rates))
+            add(
+                pid,
+                "pass_rate",
+                *stats.bootstrap_mean_ci(list(rates.values()), n_boot=B, seed=seed),
+                len(rates),
+            )
         for col in ("coverage", "finished_rate"):
             vals = room_values(con, pid, rooms, col)
             if vals:
@@ -89,7 +111,9 @@ def evaluate_policies(
             "select kind, pass_rate from pass_rate_by_kind where policy_id = ? and purpose = 'eval'", [pid]
         ).fetchall():
             add(pid, f"pass_rate:{kind}", rate)
-        summary = db.fetch_dicts(con, "select * from policy_summary where policy_id = ? and purpose = 'eval'", [pid])
+        summary = db.fetch_dicts(
+            con, "select * from policy_summary where policy_id = ? and purpose = 'eval'", [pid]
+        )
         for metric in BEHAVIOUR:
             if summary and summary[0].get(metric) is not None:
                 add(pid, metric, float(summary[0][metric]))
@@ -107,7 +131,11 @@ def headline(rows: list[dict]) -> str:
         by.setdefault(r["policy_id"], {})[r["metric"]] = r
     for pid, m in by.items():
         pr = m.get("pass_rate")
-        line = f"{pid}: held-out pass rate {pr['value']:.3f} [95% CI {pr['ci_low']:.3f}, {pr['ci_high']:.3f}]" if pr else pid
+        line = (
+            f"{pid}: held-out pass rate {pr['value']:.3f} [95% CI {pr['ci_low']:.3f}, {pr['ci_high']:.3f}]"
+            if pr
+            else pid
+        )
         if "lift" in m:
             lf = m["lift"]
             line += f"; lift vs base {lf['value']:+.3f} [95% CI {lf['ci_low']:+.3f}, {lf['ci_high']:+.3f}]"

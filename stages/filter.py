@@ -5,9 +5,9 @@
 The rules are SQL (sql/filters/select.sql) parameterised from the recipe's
 `filter` section: finished by submit(), minimum rubric pass rate (absolute,
 optionally relative to the room's mean), minimum coverage, trap failures,
-root conversation length, policy lineage, duplicates (same code turns) and
-top-k per room. Every training trajectory gets a row in `selections` with
-the first rule that rejected it, or 'accepted'. Prints the funnel
+root conversation length, policy lineage, duplicates (same code turns on
+the same room) and top-k per room. Every training trajectory gets a row in
+`selections` with the first rule that rejected it, or 'accepted'. Prints the funnel
 (sampled → finished → score → coverage → accepted), overall and per room.
 Zero accepted trajectories is an error (exit 1), never an empty dataset.
 """
@@ -64,19 +64,29 @@ def run(cfg: PipelineConfig) -> dict:
     with db.stage_run(con, "filter", cfg.hash("filter")) as counts:
         decisions = decide(con, cfg)
         if not decisions:
-            raise NoAcceptedTrajectories("no graded training trajectories to filter: run sample and grade first")
+            raise NoAcceptedTrajectories(
+                "no graded training trajectories to filter: run sample and grade first"
+            )
         p = dataclasses.asdict(cfg.filter)
         key = json.dumps({"params": p, "decisions": decisions}, sort_keys=True)
         selection_id = "sel-" + hashlib.sha256(key.encode()).hexdigest()[:12]
-        exists = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[0]
+        exists = con.execute(
+            "select count(*) from selections where selection_id = ?", [selection_id]
+        ).fetchone()[0]
         if not exists:
             now = db.now()
             db.write_many(
                 con,
                 {
                     "selections": [
-                        {"selection_id": selection_id, "trajectory_id": t, "accepted": r == "accepted",
-                         "reason": r, "params": p, "created_at": now}
+                        {
+                            "selection_id": selection_id,
+                            "trajectory_id": t,
+                            "accepted": r == "accepted",
+                            "reason": r,
+                            "params": p,
+                            "created_at": now,
+                        }
                         for t, r in decisions
                     ]
                 },
@@ -84,8 +94,13 @@ def run(cfg: PipelineConfig) -> dict:
         reasons: dict[str, int] = {}
         for _, r in decisions:
             reasons[r] = reasons.get(r, 0) + 1
-        counts.update(selection_id=selection_id, reused=bool(exists), reasons=reasons,
-                      accepted=reasons.get("accepted", 0), considered=len(decisions))
+        counts.update(
+            selection_id=selection_id,
+            reused=bool(exists),
+            reasons=reasons,
+            accepted=reasons.get("accepted", 0),
+            considered=len(decisions),
+        )
         print(funnel_table(con, selection_id))
         if not reasons.get("accepted"):
             raise NoAcceptedTrajectories(

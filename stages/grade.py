@@ -40,7 +40,9 @@ def ungraded(con: duckdb.DuckDBPyConnection, judge: str) -> list[tuple[str, str,
     ).fetchall()
 
 
-def _criteria(con: duckdb.DuckDBPyConnection, cache: dict[str, list[Criterion]], room_id: str) -> list[Criterion]:
+def _criteria(
+    con: duckdb.DuckDBPyConnection, cache: dict[str, list[Criterion]], room_id: str
+) -> list[Criterion]:
     if room_id not in cache:
         cache[room_id] = store.load_room(con, room_id, with_text=False).criteria
     return cache[room_id]
@@ -55,8 +57,16 @@ def grade_reference(con: duckdb.DuckDBPyConnection, batch: int = 200) -> int:
     pending: list[dict] = []
     for tid, room_id, memo in tqdm(todo, desc="grade reference", unit="traj", disable=not todo):
         for cid, passed, reason in grade_memo(_criteria(con, crit, room_id), memo or ""):
-            pending.append({"trajectory_id": tid, "criterion_id": cid, "judge": "reference", "passed": passed,
-                            "reason": reason, "graded_at": db.now()})
+            pending.append(
+                {
+                    "trajectory_id": tid,
+                    "criterion_id": cid,
+                    "judge": "reference",
+                    "passed": passed,
+                    "reason": reason,
+                    "graded_at": db.now(),
+                }
+            )
         done += 1
         if done % batch == 0:  # whole trajectories per transaction
             db.write_many(con, {"grades": pending})
@@ -94,8 +104,14 @@ def grade_llm(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> int:
                     cache=cache,
                 )
             rows = [
-                {"trajectory_id": tid, "criterion_id": cid, "judge": name, "passed": passed, "reason": reason,
-                 "graded_at": db.now()}
+                {
+                    "trajectory_id": tid,
+                    "criterion_id": cid,
+                    "judge": name,
+                    "passed": passed,
+                    "reason": reason,
+                    "graded_at": db.now(),
+                }
                 for cid, passed, reason in verdicts
             ]
             db.write_many(con, {"grades": rows})

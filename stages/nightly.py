@@ -47,7 +47,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         except BlockingIOError:
             fh.seek(0)
             holder = fh.read().strip() or "unknown"
-            raise LockedError(f"another nightly round is running ({path} held by {holder}); not starting") from None
+            raise LockedError(
+                f"another nightly round is running ({path} held by {holder}); not starting"
+            ) from None
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {__import__('os').getpid()}\n")
@@ -142,19 +144,38 @@ def _round(cfg: PipelineConfig) -> dict:
         con.execute(
             "update nightly_rounds set candidate_policy_id=?, promoted=?, lift=?, lift_ci_low=?, lift_ci_high=?, "
             "decision=?, ended_at=? where round_id=?",
-            [cand_id, promoted and not nothing_new, lift and lift["value"], lift and lift["ci_low"],
-             lift and lift["ci_high"], decision, db.now(), round_id],
+            [
+                cand_id,
+                promoted and not nothing_new,
+                lift and lift["value"],
+                lift and lift["ci_low"],
+                lift and lift["ci_high"],
+                decision,
+                db.now(),
+                round_id,
+            ],
         )
         print(evaluate.headline(rows))
         if nothing_new:
-            print("nothing new to do: no new trajectories, same selection and dataset, candidate already evaluated")
+            print(
+                "nothing new to do: no new trajectories, same selection and dataset, candidate already evaluated"
+            )
         con.close()
         report.run(cfg)
-        return {"round_id": round_id, "decision": decision, "champion_before": champ_id, "candidate": cand_id,
-                "eval_id": eval_id, "new_trajectories": top["sampled"]}
+        return {
+            "round_id": round_id,
+            "decision": decision,
+            "champion_before": champ_id,
+            "candidate": cand_id,
+            "eval_id": eval_id,
+            "new_trajectories": top["sampled"],
+        }
     except BaseException as exc:
         with contextlib.suppress(Exception):
             c2 = db.connect(cfg.run.db_path)
-            c2.execute("update nightly_rounds set decision='failed', ended_at=? where round_id=?", [db.now(), round_id])
+            c2.execute(
+                "update nightly_rounds set decision='failed', ended_at=? where round_id=?",
+                [db.now(), round_id],
+            )
             c2.close()
         raise exc

@@ -70,13 +70,19 @@ def cli(cfg: PipelineConfig, args: argparse.Namespace) -> int:
             room, report = import_folder(args.folder, args.name, rubric_path=args.rubric, split=args.split)
             with db.stage_run(con, "rooms", cfg.hash("rooms"), f"import {args.folder}") as counts:
                 store.save_room(con, room)
-                counts.update(imported=len(room.documents), skipped=len(report.skipped), warnings=len(report.warnings))
+                counts.update(
+                    imported=len(room.documents), skipped=len(report.skipped), warnings=len(report.warnings)
+                )
             print(report.summary())
-            print(f"imported room {room.name}: {len(room.documents)} documents, {len(room.criteria)} criteria")
+            print(
+                f"imported room {room.name}: {len(room.documents)} documents, {len(room.criteria)} criteria"
+            )
         elif action == "cuad":
             from pipeline.rooms.cuad import build_cuad_rooms
 
-            rooms = build_cuad_rooms(args.corpus, n_rooms=args.n_rooms, contracts_per_room=args.contracts_per_room)
+            rooms = build_cuad_rooms(
+                args.corpus, n_rooms=args.n_rooms, contracts_per_room=args.contracts_per_room
+            )
             existing = set(store.room_names(con))
             with db.stage_run(con, "rooms", cfg.hash("rooms"), f"cuad {args.corpus}") as counts:
                 added = 0
@@ -115,9 +121,13 @@ def describe(room) -> str:
     for folder in sorted(per_folder):
         depth = folder.count("/")
         toks = sum(per_folder[folder])
-        lines.append(f"{'  ' * depth}{folder.rsplit('/', 1)[-1]}/  {len(per_folder[folder])} docs, {toks:,} tokens")
+        lines.append(
+            f"{'  ' * depth}{folder.rsplit('/', 1)[-1]}/  {len(per_folder[folder])} docs, {toks:,} tokens"
+        )
     kinds = Counter(c.kind for c in room.criteria)
-    lines += ["", f"rubric: {len(room.criteria)} criteria"] + [f"  {k:10s} {n}" for k, n in sorted(kinds.items())]
+    lines += ["", f"rubric: {len(room.criteria)} criteria"] + [
+        f"  {k:10s} {n}" for k, n in sorted(kinds.items())
+    ]
     lines.append(f"probes: {len(room.probes)}")
     return "\n".join(lines)
 

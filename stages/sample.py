@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -99,7 +98,9 @@ def _findings(trace: Trace) -> tuple[int, int]:
     return n, carried
 
 
-def trajectory_row(trace: Trace, room_id: str, policy_id: str, sample_index: int, purpose: str) -> dict[str, Any]:
+def trajectory_row(
+    trace: Trace, room_id: str, policy_id: str, sample_index: int, purpose: str
+) -> dict[str, Any]:
     """The `trajectories` row of one finished trajectory (behaviour metrics computed here, once)."""
     n_findings, n_carried = _findings(trace)
     calls = list(_all_subcalls(trace))
@@ -203,7 +204,9 @@ class TraceWriter:
             return 0
         n = len(self.trajectories)
         with db.transaction(self.con):
-            db.write_arrow(self.con, "trajectories", db.rows_to_arrow(self.con, "trajectories", self.trajectories))
+            db.write_arrow(
+                self.con, "trajectories", db.rows_to_arrow(self.con, "trajectories", self.trajectories)
+            )
             db.write_arrow(self.con, "turns", self._turn_table())
             db.write_arrow(self.con, "subcalls", self._call_table())
             db.write_rows(self.con, "coverage", self.coverage)
@@ -220,7 +223,9 @@ def _all_subcalls(trace: Trace):
 # --------------------------------------------------------------------------- running
 
 
-async def _episode(cfg: PipelineConfig, room: Room, room_dir: Path, root, sub, policy: Policy, job: Job) -> Trace:
+async def _episode(
+    cfg: PipelineConfig, room: Room, room_dir: Path, root, sub, policy: Policy, job: Job
+) -> Trace:
     import dataclasses
 
     from pipeline.harness.root import run_episode
@@ -335,7 +340,9 @@ def run(cfg: PipelineConfig) -> dict:
         policy = resolve_policy(con, cfg)
         rooms = store.room_names(con, split=cfg.sample.split)
         if not rooms:
-            raise RuntimeError(f"no rooms in split {cfg.sample.split!r}: run `python -m pipeline rooms generate` first")
+            raise RuntimeError(
+                f"no rooms in split {cfg.sample.split!r}: run `python -m pipeline rooms generate` first"
+            )
         purpose = "train" if cfg.sample.split == "train" else "eval"
         counts.update(policy_id=policy.policy_id, rooms=len(rooms))
         counts.update(sample_policy(con, cfg, policy, rooms, cfg.sample.k, purpose))

@@ -22,8 +22,15 @@ def test_migrations_apply_once_and_track_version(tmp_path):
 
 def test_write_many_is_all_or_nothing(tmp_path):
     con = db.connect(tmp_path / "w.duckdb")
-    good = {"policy_id": "p1", "base_model": "m", "backend": "local", "prompt": "base", "harness": "rlm",
-            "sampling": {"t": 1}, "created_at": db.now()}
+    good = {
+        "policy_id": "p1",
+        "base_model": "m",
+        "backend": "local",
+        "prompt": "base",
+        "harness": "rlm",
+        "sampling": {"t": 1},
+        "created_at": db.now(),
+    }
     db.write_many(con, {"policies": [good]})
     dup = dict(good)  # violates the primary key
     other = dict(good, policy_id="p2")
@@ -42,8 +49,14 @@ def test_unknown_column_is_an_error(tmp_path):
 def test_write_arrow_bulk(tmp_path):
     con = db.connect(tmp_path / "w.duckdb")
     n = 50_000
-    t = pa.table({"trajectory_id": ["t"] * n, "criterion_id": [f"c{i}" for i in range(n)],
-                  "judge": ["reference"] * n, "passed": [i % 2 == 0 for i in range(n)]})
+    t = pa.table(
+        {
+            "trajectory_id": ["t"] * n,
+            "criterion_id": [f"c{i}" for i in range(n)],
+            "judge": ["reference"] * n,
+            "passed": [i % 2 == 0 for i in range(n)],
+        }
+    )
     with db.transaction(con):
         assert db.write_arrow(con, "grades", t) == n
     assert con.execute("select count(*), sum(passed::int) from grades").fetchone() == (n, n // 2)

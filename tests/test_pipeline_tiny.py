@@ -16,9 +16,24 @@ from pipeline.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TABLES = ["stage_runs", "rooms", "documents", "criteria", "probes", "policies", "trajectories", "turns",
-          "grades", "coverage", "selections", "datasets", "dataset_examples", "train_runs", "train_logs",
-          "evaluations"]
+TABLES = [
+    "stage_runs",
+    "rooms",
+    "documents",
+    "criteria",
+    "probes",
+    "policies",
+    "trajectories",
+    "turns",
+    "grades",
+    "coverage",
+    "selections",
+    "datasets",
+    "dataset_examples",
+    "train_runs",
+    "train_logs",
+    "evaluations",
+]
 
 
 @pytest.mark.slow
@@ -33,8 +48,10 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     splits = dict(con.execute("select split, count(*) from rooms group by 1").fetchall())
     assert splits.get("train", 0) >= 1 and splits.get("heldout", 0) >= 1
     # held-out rooms never reach training data
-    leaked = con.execute("select count(*) from dataset_examples e join trajectories t using (trajectory_id) "
-                         "join rooms r using (room_id) where r.split = 'heldout'").fetchone()[0]
+    leaked = con.execute(
+        "select count(*) from dataset_examples e join trajectories t using (trajectory_id) "
+        "join rooms r using (room_id) where r.split = 'heldout'"
+    ).fetchone()[0]
     assert leaked == 0
     sft = con.execute("select policy_id, parent_id from policies where adapter is not null").fetchall()
     assert len(sft) == 1 and sft[0][1] is not None
@@ -49,12 +66,17 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
     assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
     con = db.connect(run / "pipeline.duckdb")
-    rounds = con.execute("select decision, champion_before, candidate_policy_id from nightly_rounds "
-                         "order by started_at").fetchall()
+    rounds = con.execute(
+        "select decision, champion_before, candidate_policy_id from nightly_rounds order by started_at"
+    ).fetchall()
     assert len(rounds) == 2 and all(d in ("promoted", "kept_champion", "nothing_to_do") for d, _, _ in rounds)
     # the second round's selection considered every training trajectory sampled before it
-    last_sel = con.execute("select selection_id from selections order by created_at desc limit 1").fetchone()[0]
-    considered = con.execute("select count(*) from selections where selection_id = ?", [last_sel]).fetchone()[0]
+    last_sel = con.execute("select selection_id from selections order by created_at desc limit 1").fetchone()[
+        0
+    ]
+    considered = con.execute("select count(*) from selections where selection_id = ?", [last_sel]).fetchone()[
+        0
+    ]
     assert considered >= n_train_before
     if rounds[0][0] != "promoted":
         assert rounds[1][0] == "nothing_to_do"
@@ -68,8 +90,13 @@ def test_concurrent_nightly_is_refused(tmp_path):
     run = tmp_path / "run"
     cfg = load_config("tiny", [f"run.dir={run}"])
     with run_lock(Path(cfg.run.dir)):
-        proc = subprocess.run([sys.executable, "-m", "pipeline", "--recipe", "tiny", "nightly", f"run.dir={run}"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipeline", "--recipe", "tiny", "nightly", f"run.dir={run}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 1
     assert "another nightly round is running" in proc.stderr
     # the refused start did not even open the warehouse

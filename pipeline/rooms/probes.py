@@ -41,7 +41,9 @@ def _anchored(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def sample_probes(documents: Iterable[Document], seed: int, tokens_per_probe: int = TOKENS_PER_PROBE) -> list[Probe]:
+def sample_probes(
+    documents: Iterable[Document], seed: int, tokens_per_probe: int = TOKENS_PER_PROBE
+) -> list[Probe]:
     """At least one probe per document and about one per ``tokens_per_probe`` tokens.
 
     Candidates are spread evenly through each document (one per stratum) so

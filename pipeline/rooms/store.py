@@ -121,7 +121,9 @@ def load_room(con: duckdb.DuckDBPyConnection, name: str, with_text: bool = True)
     ]
     crits = [
         Criterion.from_row(r, json.loads(r["spec"]))
-        for r in db.fetch_dicts(con, "select * from criteria where room_id = ? order by criterion_id", [m["room_id"]])
+        for r in db.fetch_dicts(
+            con, "select * from criteria where room_id = ? order by criterion_id", [m["room_id"]]
+        )
     ]
     probes = [
         Probe(probe_id=r[0], path=r[1], char_offset=r[2], text=r[3])

@@ -19,7 +19,7 @@ room_means as (
 ),
 
 code as (
-    -- what the root wrote, turn by turn: identical programs are duplicates
+    -- what the root wrote, turn by turn: identical programs on one room are duplicates
     select
         trajectory_id,
         md5(string_agg(coalesce(code, ''), chr(10) || '-- turn --' || chr(10) order by turn_index)) as code_hash,
@@ -53,7 +53,12 @@ rules as (
 deduplicated as (
     select
         *,
-        row_number() over (partition by code_hash order by pass_rate desc, coverage desc, trajectory_id) as dup_rank
+        -- the same code on the same room is the same conversation (subagents and
+        -- judge are deterministic given the code); the same code on another
+        -- room is a different example and is kept
+        row_number() over (
+            partition by room_id, code_hash order by pass_rate desc, coverage desc, trajectory_id
+        ) as dup_rank
     from rules
     where rule = 'ok'
 ),

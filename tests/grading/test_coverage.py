@@ -47,12 +47,21 @@ def test_coverage_rows_split_by_scope_folder_and_category():
     trace = Trace("t1", "cov", "p")
     # The root saw document b.txt in a REPL output; a subagent read a.txt.
     trace.turns = [
-        Turn(0, [{"role": "system", "content": "You are the root."},
-                 {"role": "user", "content": S[3], "example": True}], "```python\n```"),
+        Turn(
+            0,
+            [
+                {"role": "system", "content": "You are the root."},
+                {"role": "user", "content": S[3], "example": True},
+            ],
+            "```python\n```",
+        ),
         Turn(1, [{"role": "user", "content": "REPL output:\n" + S[2]}], "done"),
     ]
     trace.subcalls = [Subcall(0, 0, 1, "x", "=== 01_corporate/a.txt ===\n" + S[0] + " " + S[1], "ok")]
-    rows = {(x["scope"], x["grouping"], x["group_value"]): (x["n_seen"], x["n_probes"]) for x in coverage_rows(trace, r)}
+    rows = {
+        (x["scope"], x["grouping"], x["group_value"]): (x["n_seen"], x["n_probes"])
+        for x in coverage_rows(trace, r)
+    }
     n_a = sum(p.path == "01_corporate/a.txt" for p in r.probes)
     n_total = len(r.probes)
     # root: only b.txt (the worked-example message with S[3] does not count)

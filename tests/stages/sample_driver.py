@@ -20,8 +20,17 @@ PROGRAM = (
 
 def main() -> None:
     doubles.SCRIPTS["program"] = lambda messages: PROGRAM
-    cfg = load_config("tiny", [f"run.dir={sys.argv[1]}", "models.root.kind=scripted", "models.root.model=program",
-                               "sample.k=5", "sample.concurrency=2", "harness.max_turns=1"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run.dir={sys.argv[1]}",
+            "models.root.kind=scripted",
+            "models.root.model=program",
+            "sample.k=5",
+            "sample.concurrency=2",
+            "harness.max_turns=1",
+        ],
+    )
     sample.run(cfg)
 
 

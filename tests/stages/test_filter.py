@@ -15,19 +15,45 @@ def _warehouse(tmp_path, specs):
     """specs: (tid, status, n_passed of 4, coverage in [0,1], code)."""
     cfg = load_config("tiny", [f"run.dir={tmp_path}"])
     con = db.connect(cfg.run.db_path)
-    room = Room("r1", {"name": "T"}, {"type": "merger"}, [Document("a/x.txt", "corporate", "x", "text")],
-                [Criterion(f"c{i}", "identify", "t") for i in range(4)])
+    room = Room(
+        "r1",
+        {"name": "T"},
+        {"type": "merger"},
+        [Document("a/x.txt", "corporate", "x", "text")],
+        [Criterion(f"c{i}", "identify", "t") for i in range(4)],
+    )
     store.save_room(con, room)
     w = TraceWriter(con)
     for i, (tid, status, n_passed, cov, code) in enumerate(specs):
         tr = Trace(tid, "r1", "p1", status=status, memo="m", started_at="2026-12-01T00:00:00")
         tr.turns = [Turn(0, [{"role": "user", "content": "task"}], f"```python\n{code}\n```", code)]
-        cov_rows = [{"trajectory_id": tid, "scope": "all", "grouping": "total", "group_value": "",
-                     "n_probes": 10, "n_seen": int(cov * 10)}]
+        cov_rows = [
+            {
+                "trajectory_id": tid,
+                "scope": "all",
+                "grouping": "total",
+                "group_value": "",
+                "n_probes": 10,
+                "n_seen": int(cov * 10),
+            }
+        ]
         w.add(tr, trajectory_row(tr, "r1", "p1", i, "train"), cov_rows)
         w.flush()
-        db.write_many(con, {"grades": [{"trajectory_id": tid, "criterion_id": f"c{k}", "judge": "reference",
-                                        "passed": k < n_passed, "graded_at": db.now()} for k in range(4)]})
+        db.write_many(
+            con,
+            {
+                "grades": [
+                    {
+                        "trajectory_id": tid,
+                        "criterion_id": f"c{k}",
+                        "judge": "reference",
+                        "passed": k < n_passed,
+                        "graded_at": db.now(),
+                    }
+                    for k in range(4)
+                ]
+            },
+        )
     con.close()
     return cfg
 
@@ -49,10 +75,17 @@ def test_rules_in_funnel_order(tmp_path, capsys):
     counts = filter_stage.run(cfg)
     con = db.connect(cfg.run.db_path)
     reasons = dict(con.execute("select trajectory_id, reason from selections").fetchall())
-    assert reasons == {"t-ok": "accepted", "t-dup": "duplicate", "t-unfinished": "not_finished",
-                       "t-low": "score", "t-narrow": "coverage"}
-    funnel = con.execute("select sampled, finished, passed_score, passed_coverage, accepted from rejection_funnel "
-                         "where room_id = ''").fetchone()
+    assert reasons == {
+        "t-ok": "accepted",
+        "t-dup": "duplicate",
+        "t-unfinished": "not_finished",
+        "t-low": "score",
+        "t-narrow": "coverage",
+    }
+    funnel = con.execute(
+        "select sampled, finished, passed_score, passed_coverage, accepted from rejection_funnel "
+        "where room_id = ''"
+    ).fetchone()
     assert funnel == (5, 4, 3, 2, 1)
     assert counts["accepted"] == 1
     out = capsys.readouterr().out
@@ -74,8 +107,14 @@ def test_zero_accepted_is_an_error_with_exit_1(tmp_path, capsys):
 
 
 def test_top_k_and_relative_to_room_mean(tmp_path):
-    cfg = _warehouse(tmp_path, [("t1", "submitted", 4, 1.0, "a()"), ("t2", "submitted", 3, 1.0, "b()"),
-                                ("t3", "submitted", 2, 1.0, "c()")])
+    cfg = _warehouse(
+        tmp_path,
+        [
+            ("t1", "submitted", 4, 1.0, "a()"),
+            ("t2", "submitted", 3, 1.0, "b()"),
+            ("t3", "submitted", 2, 1.0, "c()"),
+        ],
+    )
     cfg.filter.min_pass_rate = 0.0
     cfg.filter.min_coverage = 0.0
     cfg.filter.top_k_per_room = 1

@@ -8,7 +8,9 @@ from pipeline.cli import main
 
 def _counts(tmp_path):
     con = db.connect(tmp_path / "run" / "pipeline.duckdb")
-    out = {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("rooms", "documents", "criteria")}
+    out = {
+        t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("rooms", "documents", "criteria")
+    }
     con.close()
     return out
 
@@ -38,9 +40,17 @@ def test_import_then_show_and_list(tmp_path, folder, capsys):
     "name, text, fragment",
     [
         ("rubric.yaml", "- criterion_id: c1\n  kind: identify\n  text: [unclosed\n", "rubric.yaml"),
-        ("rubric.jsonl", '{"criterion_id": "c1", "kind": "identify", "text": "t", "paths": ["01_corporate/charter.txt"]}\n'
-                         '{"criterion_id": "c2", "text": "t", "paths": ["01_corporate/charter.txt"]}\n', "line 2"),
-        ("rubric.jsonl", '{"criterion_id": "c1", "kind": "identify", "text": "t", "paths": ["nope.txt"]}\n', "line 1"),
+        (
+            "rubric.jsonl",
+            '{"criterion_id": "c1", "kind": "identify", "text": "t", "paths": ["01_corporate/charter.txt"]}\n'
+            '{"criterion_id": "c2", "text": "t", "paths": ["01_corporate/charter.txt"]}\n',
+            "line 2",
+        ),
+        (
+            "rubric.jsonl",
+            '{"criterion_id": "c1", "kind": "identify", "text": "t", "paths": ["nope.txt"]}\n',
+            "line 1",
+        ),
     ],
 )
 def test_bad_rubric_names_file_and_row_and_changes_nothing(tmp_path, folder, capsys, name, text, fragment):
@@ -49,8 +59,18 @@ def test_bad_rubric_names_file_and_row_and_changes_nothing(tmp_path, folder, cap
     rubric = tmp_path / name
     rubric.write_text(text)
     folder2 = folder  # same documents, new room name
-    rc = main(["rooms", "import", str(folder2), "--name", "acme2", "--rubric", str(rubric),
-               f"run.dir={tmp_path / 'run'}"])
+    rc = main(
+        [
+            "rooms",
+            "import",
+            str(folder2),
+            "--name",
+            "acme2",
+            "--rubric",
+            str(rubric),
+            f"run.dir={tmp_path / 'run'}",
+        ]
+    )
     assert rc == 1
     err = capsys.readouterr().err
     assert name in err and fragment in err

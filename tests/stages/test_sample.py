@@ -27,8 +27,13 @@ def run_dir(tmp_path):
 
 def _driver(run_dir) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, str(Path(__file__).with_name("sample_driver.py")), str(run_dir)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("sample_driver.py")), str(run_dir)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _workers() -> set[int]:
@@ -52,23 +57,29 @@ def test_sigkill_and_resume_gives_exactly_k_per_pair(run_dir):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()[-3000:]
     con = db.connect(run_dir / "pipeline.duckdb")
-    per_pair = con.execute("select room_id, policy_id, count(*), count(distinct sample_index) from trajectories "
-                           "group by all").fetchall()
+    per_pair = con.execute(
+        "select room_id, policy_id, count(*), count(distinct sample_index) from trajectories group by all"
+    ).fetchall()
     assert len(per_pair) == 2
     assert all(n == 5 and d == 5 for _, _, n, d in per_pair), per_pair
     for child in ("turns", "subcalls", "coverage"):
-        orphans = con.execute(f"select count(*) from {child} c where not exists "
-                              f"(select 1 from trajectories t where t.trajectory_id = c.trajectory_id)").fetchone()[0]
+        orphans = con.execute(
+            f"select count(*) from {child} c where not exists "
+            f"(select 1 from trajectories t where t.trajectory_id = c.trajectory_id)"
+        ).fetchone()[0]
         assert orphans == 0, child
     # every trajectory is whole: its turns and coverage rows are there
-    incomplete = con.execute("select count(*) from trajectories t where n_turns <> "
-                             "(select count(*) from turns u where u.trajectory_id = t.trajectory_id) "
-                             "or not exists (select 1 from coverage c where c.trajectory_id = t.trajectory_id)"
-                             ).fetchone()[0]
+    incomplete = con.execute(
+        "select count(*) from trajectories t where n_turns <> "
+        "(select count(*) from turns u where u.trajectory_id = t.trajectory_id) "
+        "or not exists (select 1 from coverage c where c.trajectory_id = t.trajectory_id)"
+    ).fetchone()[0]
     assert incomplete == 0
     statuses = dict(con.execute("select status, count(*) from trajectories group by 1").fetchall())
     assert statuses.get("submitted", 0) == 10, statuses
-    assert con.execute("select min(n_subcalls) from trajectories").fetchone()[0] == 20  # one call per document
+    assert (
+        con.execute("select min(n_subcalls) from trajectories").fetchone()[0] == 20
+    )  # one call per document
     time.sleep(1.0)
     assert not (_workers() - before), "REPL workers outlived a killed sampler"
 
@@ -83,8 +94,9 @@ def test_sampled_trajectories_graded_with_hand_checked_coverage(run_dir):
     cfg = load_config("tiny", [f"run.dir={run_dir}"])
     grade.run(cfg)
     con = db.connect(run_dir / "pipeline.duckdb")
-    rows = con.execute("select coverage, subagent_coverage, root_coverage, pass_rate, n_criteria from trajectory_scores"
-                       ).fetchall()
+    rows = con.execute(
+        "select coverage, subagent_coverage, root_coverage, pass_rate, n_criteria from trajectory_scores"
+    ).fetchall()
     assert len(rows) == 10
     for cov, sub_cov, root_cov, pass_rate, n_criteria in rows:
         assert cov == 1.0 and sub_cov == 1.0  # every document was sent whole to a subagent
@@ -94,7 +106,9 @@ def test_sampled_trajectories_graded_with_hand_checked_coverage(run_dir):
     from pipeline.rooms import store
     from pipeline.rooms.rubric import grade_memo
 
-    tid, room_id, memo = con.execute("select trajectory_id, room_id, memo from trajectories limit 1").fetchone()
+    tid, room_id, memo = con.execute(
+        "select trajectory_id, room_id, memo from trajectories limit 1"
+    ).fetchone()
     crit = store.load_room(con, room_id).criteria
     expected = sum(p for _, p, _ in grade_memo(crit, memo)) / len(crit)
     got = con.execute("select pass_rate from trajectory_scores where trajectory_id = ?", [tid]).fetchone()[0]
