@@ -49,6 +49,10 @@ class RoomsConfig:
     n_rooms: int = _f(12, "number of synthetic rooms to generate")
     n_documents: int = _f(20, "documents per generated room (20 for tests, up to 5000)")
     tokens_per_document: int = _f(600, "mean tokens of a generated document")
+    size_spread: float = _f(
+        0.5,
+        "room sizes vary by up to this share around n_documents (so delegation vs room size is measurable)",
+    )
     heldout_fraction: float = _f(
         0.34, "share of rooms held out for evaluation (split rule: see pipeline.rooms.split)"
     )

@@ -24,14 +24,24 @@ from pipeline.config import PipelineConfig
 from pipeline.rooms import store
 
 
-def room_plan(cfg: PipelineConfig) -> list[tuple[str, int, str]]:
-    """(name, seed, split) of every room the recipe asks for."""
+def room_plan(cfg: PipelineConfig) -> list[tuple[str, int, str, int]]:
+    """(name, seed, split, n_documents) of every room the recipe asks for.
+
+    Sizes spread evenly over n_documents * [1 - size_spread, 1 + size_spread]
+    (in a seeded order), so rooms differ in size and the correlation between
+    delegation and room size means something.
+    """
+    import random
+
     from pipeline.rooms.split import assign_splits
 
     r = cfg.rooms
     names = [f"{r.name_prefix}-{i:03d}" for i in range(r.n_rooms)]
     splits = assign_splits(names, r.heldout_fraction)
-    return [(n, r.seed * 1000 + i, splits[n]) for i, n in enumerate(names)]
+    steps = [(-1 + 2 * i / (r.n_rooms - 1)) if r.n_rooms > 1 else 0.0 for i in range(r.n_rooms)]
+    random.Random(r.seed).shuffle(steps)
+    sizes = [max(1, round(r.n_documents * (1 + r.size_spread * s))) for s in steps]
+    return [(n, r.seed * 1000 + i, splits[n], sizes[i]) for i, n in enumerate(names)]
 
 
 def run(cfg: PipelineConfig) -> dict:
@@ -42,11 +52,11 @@ def run(cfg: PipelineConfig) -> dict:
     with db.stage_run(con, "rooms", cfg.hash("rooms")) as counts:
         existing = set(store.room_names(con))
         plan = [p for p in room_plan(cfg) if p[0] not in existing]
-        for name, seed, split in tqdm(plan, desc="rooms", unit="room", disable=not plan):
+        for name, seed, split, n_documents in tqdm(plan, desc="rooms", unit="room", disable=not plan):
             room = generate_room(
                 name,
                 seed,
-                n_documents=cfg.rooms.n_documents,
+                n_documents=n_documents,
                 tokens_per_document=cfg.rooms.tokens_per_document,
                 decoys=cfg.rooms.decoys,
                 split=split,

@@ -28,8 +28,10 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     room = generate_room("bench-coverage", 1, n_documents=args.documents, tokens_per_document=args.tokens)
-    print(f"room: {len(room.documents):,} documents, {room.n_tokens:,} tokens, {len(room.probes):,} probes "
-          f"(generated in {time.perf_counter() - t0:.1f} s)")
+    print(
+        f"room: {len(room.documents):,} documents, {room.n_tokens:,} tokens, {len(room.probes):,} probes "
+        f"(generated in {time.perf_counter() - t0:.1f} s)"
+    )
     rng = random.Random(0)
     inputs, size = [], 0
     while size < args.input_mb * 1e6:
@@ -44,8 +46,10 @@ def main() -> None:
         t0 = time.perf_counter()
         seen = index.seen(inputs)
         dt = time.perf_counter() - t0
-        print(f"{len(probes):>8,} probes: scanned {size / 1e6:,.0f} MB in {dt:.2f} s = {size / 1e6 / dt:,.0f} MB/s, "
-              f"{len(seen):,} probes seen (target >= 100 MB/s)")
+        print(
+            f"{len(probes):>8,} probes: scanned {size / 1e6:,.0f} MB in {dt:.2f} s = {size / 1e6 / dt:,.0f} MB/s, "
+            f"{len(seen):,} probes seen (target >= 100 MB/s)"
+        )
 
 
 if __name__ == "__main__":

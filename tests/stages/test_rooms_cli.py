@@ -90,3 +90,22 @@ def test_empty_folder_and_duplicate_paths(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "X.txt" in err and "x.txt" in err
     assert _counts(tmp_path)["rooms"] == 0
+
+
+def test_room_plan_spreads_sizes_deterministically():
+    from pipeline.config import load_config
+    from stages.rooms import room_plan
+
+    cfg = load_config("default")
+    plan = room_plan(cfg)
+    sizes = [n for *_, n in plan]
+    lo, hi = (
+        cfg.rooms.n_documents * (1 - cfg.rooms.size_spread),
+        cfg.rooms.n_documents * (1 + cfg.rooms.size_spread),
+    )
+    assert min(sizes) == round(lo) and max(sizes) == round(hi)
+    assert len(set(sizes)) > len(sizes) // 2
+    assert plan == room_plan(load_config("default"))
+    assert {s for _, _, s, _ in plan} == {"train", "heldout"}
+    flat = room_plan(load_config("default", ["rooms.size_spread=0.0"]))
+    assert {n for *_, n in flat} == {cfg.rooms.n_documents}
