@@ -144,7 +144,16 @@ def _hf_datasets(rows: dict[str, list[dict]]):
             "n_trained": datasets.Value("int32"),
         }
     )
-    return datasets.DatasetDict({s: datasets.Dataset.from_list(rows[s], features=features) for s in SPLITS})
+    # from_list cannot build an empty split with features; from_dict of empty columns can
+    # (a one-room run has no validation room).
+    return datasets.DatasetDict(
+        {
+            s: datasets.Dataset.from_list(rows[s], features=features)
+            if rows[s]
+            else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+            for s in SPLITS
+        }
+    )
 
 
 def run(cfg: PipelineConfig) -> dict:
