@@ -23,6 +23,13 @@ from pipeline.rooms.model import Room
 
 
 def _one_trajectory(cfg_dict: dict, policy: dict, job: dict, room: Room, room_dir: str) -> dict:
+    import importlib
+    import os
+
+    # Backends registered outside the package (a team's own, or the test doubles)
+    # must be imported in the Ray worker too: RLM_EXTRA_BACKENDS=mod1,mod2
+    for module in filter(None, os.environ.get("RLM_EXTRA_BACKENDS", "").split(",")):
+        importlib.import_module(module)
     from pipeline.config import load_config
     from pipeline.llm.base import make_backend
     from pipeline.policies import root_backend_config
@@ -66,7 +73,19 @@ def run_ray(
     except ImportError as exc:
         raise RuntimeError("sample.executor=ray needs Ray: pip install -e '.[ray]'") from exc
     if not ray.is_initialized():
-        ray.init(num_cpus=max(1, cfg.sample.concurrency), include_dashboard=False, log_to_driver=False)
+        import os
+
+        env = {
+            k: os.environ[k]
+            for k in ("RLM_EXTRA_BACKENDS", "PYTHONPATH", "RLM_MODEL_CACHE")
+            if k in os.environ
+        }
+        ray.init(
+            num_cpus=max(1, cfg.sample.concurrency),
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+        )
     task = ray.remote(max_retries=2)(_one_trajectory)
     cfg_dict = cfg.to_dict()
     pol = dataclasses.asdict(policy)

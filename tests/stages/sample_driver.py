@@ -18,19 +18,20 @@ PROGRAM = (
 )
 
 
+# Registered at import so that Ray workers importing this module (RLM_EXTRA_BACKENDS) get it too.
+doubles.SCRIPTS["program"] = lambda messages: PROGRAM
+
+OVERRIDES = [
+    "models.root.kind=scripted",
+    "models.root.model=program",
+    "sample.k=5",
+    "sample.concurrency=2",
+    "harness.max_turns=1",
+]
+
+
 def main() -> None:
-    doubles.SCRIPTS["program"] = lambda messages: PROGRAM
-    cfg = load_config(
-        "tiny",
-        [
-            f"run.dir={sys.argv[1]}",
-            "models.root.kind=scripted",
-            "models.root.model=program",
-            "sample.k=5",
-            "sample.concurrency=2",
-            "harness.max_turns=1",
-        ],
-    )
+    cfg = load_config("tiny", [f"run.dir={sys.argv[1]}", *OVERRIDES, *sys.argv[2:]])
     sample.run(cfg)
 
 

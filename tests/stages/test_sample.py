@@ -113,3 +113,23 @@ def test_sampled_trajectories_graded_with_hand_checked_coverage(run_dir):
     expected = sum(p for _, p, _ in grade_memo(crit, memo)) / len(crit)
     got = con.execute("select pass_rate from trajectory_scores where trajectory_id = ?", [tid]).fetchone()[0]
     assert got == pytest.approx(expected)
+
+
+def test_ray_executor_produces_the_same_rows(run_dir, tmp_path):
+    """sample.executor=ray on a local Ray instance: same trajectories as the local executor."""
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
+    from pipeline.config import load_config
+    from stages import sample
+    from tests.stages import sample_driver
+
+    os.environ["RLM_EXTRA_BACKENDS"] = "tests.stages.sample_driver"
+    os.environ["PYTHONPATH"] = str(ROOT)
+    cfg = load_config(
+        "tiny", [f"run.dir={run_dir}", *sample_driver.OVERRIDES, "sample.executor=ray", "sample.k=2"]
+    )
+    counts = sample.run(cfg)
+    assert counts["sampled"] == 4 and counts["failed"] == 0
+    con = db.connect(run_dir / "pipeline.duckdb")
+    rows = con.execute("select status, n_subcalls from trajectories").fetchall()
+    assert rows == [("submitted", 20)] * 4
+    assert con.execute("select count(*) from coverage").fetchone()[0] > 0
