@@ -10,6 +10,7 @@ root usage, and closes the trace with a status from
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -17,11 +18,30 @@ from typing import Any
 
 from pipeline.harness.prompts import strip_extra_keys
 from pipeline.harness.trace import STATUSES, Trace, Turn
-from pipeline.llm.base import Backend, Completion, GenerationParams
+from pipeline.llm.base import Backend, Completion, ContextLimitError, GenerationParams
 
 
 def now_iso() -> str:
     return datetime.now(UTC).replace(tzinfo=None).isoformat()
+
+
+async def guarded(rec: Any, timeout_s: float, loop: Callable[[], Awaitable[None]]) -> None:
+    """Run an episode loop under its wall-time limit. A timeout, a root context
+    overflow or any crash ends the episode with a status on ``rec`` (an
+    EpisodeRecorder) instead of an exception: the sampler goes on."""
+    timeout = asyncio.timeout(timeout_s)
+    try:
+        async with timeout:
+            await loop()
+    except TimeoutError as exc:
+        if timeout.expired():
+            rec.finish("timeout", f"episode wall time over {timeout_s:g} s")
+        else:
+            rec.finish("error", f"TimeoutError: {exc}")
+    except ContextLimitError as exc:
+        rec.finish("error", f"root context limit: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a trajectory records its failure, the sampler goes on
+        rec.finish("error", f"{type(exc).__name__}: {exc}"[:2000])
 
 
 def cut(text: str, limit: int) -> str:

@@ -19,7 +19,6 @@ folder, so search and folder semantics match the REPL's ``room``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -28,11 +27,11 @@ from typing import Any
 
 from pipeline.config import HarnessConfig, SamplingConfig
 from pipeline.harness.codeblocks import close_open_block, fenced_blocks
-from pipeline.harness.episode import EpisodeRecorder, cut, now_iso
+from pipeline.harness.episode import EpisodeRecorder, cut, guarded, now_iso
 from pipeline.harness.prompts import PromptError, build_messages, load_variant, room_info
 from pipeline.harness.room_view import RoomView
 from pipeline.harness.trace import Trace
-from pipeline.llm.base import Backend, ContextLimitError, GenerationParams
+from pipeline.llm.base import Backend, GenerationParams
 from pipeline.rooms.model import Room
 
 TOOLS = ("list_folder", "search", "read", "submit")
@@ -194,19 +193,8 @@ class _ToolLoopEpisode:
     async def run(self) -> Trace:
         started = time.monotonic()
         self.trace.started_at = now_iso()
-        timeout = asyncio.timeout(self.harness.episode_timeout_s)
         try:
-            async with timeout:
-                await self._loop()
-        except TimeoutError as exc:
-            if timeout.expired():
-                self.rec.finish("timeout", f"episode wall time over {self.harness.episode_timeout_s:g} s")
-            else:
-                self.rec.finish("error", f"TimeoutError: {exc}")
-        except ContextLimitError as exc:
-            self.rec.finish("error", f"root context limit: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a trajectory records its failure, the sampler goes on
-            self.rec.finish("error", f"{type(exc).__name__}: {exc}"[:2000])
+            await guarded(self.rec, self.harness.episode_timeout_s, self._loop)
         finally:
             self.trace.wall_s = time.monotonic() - started
         return self.trace
