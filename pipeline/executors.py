@@ -2,8 +2,9 @@
 
 Ray workers never touch DuckDB (one writing process): each task runs one
 trajectory in its own process — its own backends, its own REPL worker — and
-returns the trace as a dict; the driver ingests each result as it arrives,
-one transaction per trajectory. A worker that dies loses only its own
+returns the trajectory's warehouse rows and coverage, computed in the
+worker (pipeline.trace_store.trace_rows), so the driver only appends column
+lists; it ingests each result as it arrives, one transaction per trajectory. A worker that dies loses only its own
 trajectory (Ray retries the task up to ``max_retries``; anything still
 missing is sampled by the next run, since the sampler tops up to k).
 Install with `pip install -e '.[ray]'`; `sample.executor=ray` selects it.
@@ -22,7 +23,7 @@ from pipeline.policies import Policy
 from pipeline.rooms.model import Room
 
 
-def _one_trajectory(cfg_dict: dict, policy: dict, job: dict, room: Room, room_dir: str) -> dict:
+def _one_trajectory(cfg_dict: dict, policy: dict, job: dict, room: Room, room_dir: str, purpose: str):
     import importlib
     import os
 
@@ -33,7 +34,8 @@ def _one_trajectory(cfg_dict: dict, policy: dict, job: dict, room: Room, room_di
     from pipeline.config import load_config
     from pipeline.llm.base import make_backend
     from pipeline.policies import root_backend_config
-    from stages.sample import Job, _episode
+    from pipeline.rooms.probes import ProbeIndex
+    from stages.sample import Job, _episode, finished_rows
 
     cfg = load_config(None)
     _fill(cfg, cfg_dict)
@@ -48,7 +50,8 @@ def _one_trajectory(cfg_dict: dict, policy: dict, job: dict, room: Room, room_di
             for b in (root, sub):
                 await b.aclose()
 
-    return asyncio.run(go()).to_dict()
+    trace = asyncio.run(go())
+    return finished_rows(trace, room, ProbeIndex(room.probes), Job(**job), pol.policy_id, purpose)
 
 
 def _fill(obj, data: dict) -> None:
@@ -66,6 +69,7 @@ def run_ray(
     jobs: list,
     rooms: dict[str, Room],
     dirs: dict[str, Path],
+    purpose: str,
     ingest: Callable,
 ) -> None:
     try:
@@ -75,11 +79,8 @@ def run_ray(
     if not ray.is_initialized():
         import os
 
-        env = {
-            k: os.environ[k]
-            for k in ("RLM_EXTRA_BACKENDS", "PYTHONPATH", "RLM_MODEL_CACHE")
-            if k in os.environ
-        }
+        # The project's own settings (RLM_*: extra backends, model cache, ...) reach the workers.
+        env = {k: v for k, v in os.environ.items() if k.startswith("RLM_") or k == "PYTHONPATH"}
         ray.init(
             num_cpus=max(1, cfg.sample.concurrency),
             include_dashboard=False,
@@ -91,7 +92,7 @@ def run_ray(
     pol = dataclasses.asdict(policy)
     room_refs = {name: ray.put(room) for name, room in rooms.items()}
     pending = {
-        task.remote(cfg_dict, pol, dataclasses.asdict(j), room_refs[j.room], str(dirs[j.room])): j
+        task.remote(cfg_dict, pol, dataclasses.asdict(j), room_refs[j.room], str(dirs[j.room]), purpose): j
         for j in jobs
     }
     while pending:
@@ -99,8 +100,8 @@ def run_ray(
         for ref in done:
             job = pending.pop(ref)
             try:
-                trace = Trace.from_dict(ray.get(ref))
+                rows, coverage = ray.get(ref)
             except Exception as exc:  # the task died after its retries: record nothing, the next run tops up
                 print(f"ray: trajectory {job.trajectory_id} failed: {exc}")
                 continue
-            ingest(job, trace)
+            ingest(job, rows, coverage)

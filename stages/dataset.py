@@ -36,6 +36,7 @@ from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.harness.trace import Trace
 from pipeline.policies import load_policy
+from pipeline.trace_store import load_traces
 from pipeline.training import base_model_path
 from pipeline.training.card import token_stats, write_card
 from pipeline.training.masking import MaskingError, tokenize_conversation, trained_flags
@@ -111,7 +112,7 @@ def _load_accepted(con, selection_id: str) -> list[dict]:
     return db.fetch_dicts(
         con,
         """
-        select t.trajectory_id, t.room_id, coalesce(r.name, t.room_id) as room_name, t.policy_id, t.trace
+        select t.trajectory_id, t.room_id, coalesce(r.name, t.room_id) as room_name, t.policy_id
         from selections s
         join trajectories t using (trajectory_id)
         left join rooms r using (room_id)
@@ -208,8 +209,9 @@ def build(con, cfg: PipelineConfig, chash: str) -> dict:
     kept: list[dict] = []
     dropped: list[dict] = []
     boundary_mismatches = 0
+    traces = load_traces(con, [r["trajectory_id"] for r in accepted], subcalls=False)
     for r in accepted:
-        trace = Trace.from_dict(json.loads(r["trace"]) if isinstance(r["trace"], str) else r["trace"])
+        trace = traces[r["trajectory_id"]]
         msgs = root_messages(trace, dcfg.context_distillation)
         flags = trained_flags(msgs)
         if not any(flags):

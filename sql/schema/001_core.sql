@@ -94,10 +94,10 @@ create table trajectories (
     memo_chars integer not null,
     n_findings integer not null,        -- subagent response lines that report something (not errors, not "no issues")
     n_findings_carried integer not null, -- of those, lines that appear verbatim in the memo
-    memo_started_s double,           -- seconds from start when the turn that submitted began
+    memo_started_s double,           -- seconds from start when the memo was begun (the start of memo_turn, added in 002)
     last_subcall_returned_s double,
     started_at timestamp not null,
-    trace json not null,             -- the whole trace, lossless
+    trace json not null,             -- the whole trace; since 002 only what has no table (pipeline.trace_store)
     unique (room_id, policy_id, purpose, sample_index)
 );
 

@@ -75,8 +75,10 @@ final as (
         t.memo_chars,
         -- share of subagent findings that made it into the memo verbatim
         t.n_findings_carried / nullif(t.n_findings, 0) as findings_carried,
-        -- the root began the turn that submitted before its last subagent call returned
-        coalesce(t.memo_started_s < t.last_subcall_returned_s, false) as memo_before_last_return,
+        -- the root began its memo in a turn before the one whose subagent call returned last:
+        -- it wrote while subagents were still reading (one cell that calls llm_batch and then
+        -- submit() composes the memo after every answer is back, so it does not count)
+        coalesce(t.memo_turn < t.last_subcall_turn, false) as memo_before_last_return,
         t.root_prompt_tokens + t.root_completion_tokens as root_tokens,
         t.sub_prompt_tokens + t.sub_completion_tokens as subagent_tokens,
         t.wall_s,

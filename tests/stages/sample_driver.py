@@ -4,6 +4,7 @@ Runs the real sample stage with a scripted root (tests.doubles) that writes
 a delegation program, real REPL workers and the extractive subagent.
 """
 
+import os
 import sys
 
 from pipeline.config import load_config
@@ -18,8 +19,19 @@ PROGRAM = (
 )
 
 
-# Registered at import so that Ray workers importing this module (RLM_EXTRA_BACKENDS) get it too.
+def _dies_once(messages):
+    """Kills the process it runs in the first time it is called in a run (RLM_TEST_DIE_MARKER)."""
+    marker = os.environ["RLM_TEST_DIE_MARKER"]
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return PROGRAM
+    os._exit(1)
+
+
+# Registered at import so that Ray workers importing this module (RLM_EXTRA_BACKENDS) get them too.
 doubles.SCRIPTS["program"] = lambda messages: PROGRAM
+doubles.SCRIPTS["dies_once"] = _dies_once
 
 OVERRIDES = [
     "models.root.kind=scripted",

@@ -7,8 +7,8 @@ from pipeline.config import load_config
 from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
 from pipeline.rooms.model import Criterion, Document, Room
+from pipeline.trace_store import TraceWriter
 from stages import filter as filter_stage
-from stages.sample import TraceWriter, trajectory_row
 
 
 def _warehouse(tmp_path, specs):
@@ -37,7 +37,7 @@ def _warehouse(tmp_path, specs):
                 "n_seen": int(cov * 10),
             }
         ]
-        w.add(tr, trajectory_row(tr, "r1", "p1", i, "train"), cov_rows)
+        w.add_trace(tr, room_id="r1", policy_id="p1", sample_index=i, purpose="train", coverage=cov_rows)
         w.flush()
         db.write_many(
             con,

@@ -50,6 +50,10 @@ def _trajectory(tid, room, policy, i, purpose, *, status, n_subcalls, memo_start
         "n_findings_carried": 7 if policy == SFT else 4,
         "memo_started_s": memo_started,
         "last_subcall_returned_s": last_return,
+        # the memo was begun in turn 1; the call that returned last was issued in turn 2 when it
+        # returned after the memo was begun, else in turn 0
+        "memo_turn": 1,
+        "last_subcall_turn": 2 if last_return > memo_started else 0,
         "started_at": T0,
         "trace": {"turns": []},
     }

@@ -115,7 +115,16 @@ def test_sampled_trajectories_graded_with_hand_checked_coverage(run_dir):
     assert got == pytest.approx(expected)
 
 
-def test_ray_executor_produces_the_same_rows(run_dir, tmp_path):
+@pytest.fixture
+def fresh_ray():
+    """Ray keeps one instance per process, with the environment it started with: start each test anew."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
+    ray.shutdown()
+    yield
+    ray.shutdown()
+
+
+def test_ray_executor_produces_the_same_rows(run_dir, tmp_path, fresh_ray):
     """sample.executor=ray on a local Ray instance: same trajectories as the local executor."""
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
     from pipeline.config import load_config
@@ -133,3 +142,30 @@ def test_ray_executor_produces_the_same_rows(run_dir, tmp_path):
     rows = con.execute("select status, n_subcalls from trajectories").fetchall()
     assert rows == [("submitted", 20)] * 4
     assert con.execute("select count(*) from coverage").fetchone()[0] > 0
+
+
+def test_ray_worker_that_dies_loses_nothing(run_dir, tmp_path, fresh_ray):
+    """A Ray worker process killed mid-trajectory: the task is retried, every pair still gets k."""
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
+    from pipeline.config import load_config
+    from stages import sample
+    from tests.stages import sample_driver
+
+    marker = tmp_path / "died"
+    os.environ["RLM_EXTRA_BACKENDS"] = "tests.stages.sample_driver"
+    os.environ["RLM_TEST_DIE_MARKER"] = str(marker)
+    os.environ["PYTHONPATH"] = str(ROOT)
+    overrides = [o for o in sample_driver.OVERRIDES if not o.startswith("models.root.model")]
+    cfg = load_config(
+        "tiny",
+        [f"run.dir={run_dir}", *overrides, "models.root.model=dies_once", "sample.executor=ray", "sample.k=2"],
+    )
+    counts = sample.run(cfg)
+    assert marker.exists()  # a worker did die
+    assert counts["sampled"] == 4 and counts["failed"] == 0
+    con = db.connect(run_dir / "pipeline.duckdb")
+    per_pair = con.execute(
+        "select room_id, count(*), count(distinct sample_index) from trajectories group by all"
+    ).fetchall()
+    assert sorted(n for _, n, _ in per_pair) == [2, 2] and all(n == d for _, n, d in per_pair)
+    assert con.execute("select count(*) from trajectories where status = 'submitted'").fetchall()[0][0] == 4

@@ -1,0 +1,222 @@
+"""Trace storage on a real DuckDB file: lossless round trip, SQL-derived metrics, all-or-nothing flushes."""
+
+import duckdb
+import orjson
+import pytest
+
+from pipeline import db
+from pipeline.harness.trace import Subcall, Trace, Turn
+from pipeline.trace_store import TraceWriter, load_traces
+
+MEMO_LINE = "Consent of Acme Corp is required on a change of control of the Target."
+
+
+def _call(i, turn, prompt, response, *, error=None, returned=None, depth=1, parent=None):
+    return Subcall(
+        i,
+        turn,
+        depth,
+        "extractive",
+        prompt,
+        response,
+        error,
+        prompt_tokens=10 + i,
+        completion_tokens=3 + i,
+        latency_s=0.5,
+        issued_s=1.0 + i,
+        returned_s=returned if returned is not None else 1.5 + i,
+        parent_call=parent,
+    )
+
+
+def _turn(i, completion, started):
+    return Turn(
+        i,
+        [{"role": "user", "content": f"output of turn {i - 1}"}],
+        completion,
+        code=f"x = {i}",
+        output=f"shown {i}",
+        error=None,
+        prompt_tokens=100 * (i + 1),
+        completion_tokens=20 * (i + 1),
+        started_s=started,
+        ended_s=started + 1.0,
+    )
+
+
+def interleaved_trace() -> Trace:
+    """The root writes memo prose in turn 0, then delegates more reading in turn 1."""
+    t = Trace(
+        "t-interleaved",
+        "room-a",
+        "p1",
+        status="submitted",
+        end_reason="submit()",
+        memo=f"# Memo\n{MEMO_LINE}\n[x.txt] Assignment needs landlord consent.",
+        started_at="2026-12-01T10:00:00.123456",
+        wall_s=9.5,
+        memo_started_s=5.0,
+        usage={"smol": {"prompt_tokens": 300, "completion_tokens": 60, "calls": 2}},
+    )
+    t.turns = [
+        _turn(0, f'```python\nmemo = "{MEMO_LINE}"\nr = llm_batch(p)\n```', 0.0),
+        _turn(1, "```python\nr2 = llm_batch(q)\nsubmit(memo + r2)\n```", 5.0),
+    ]
+    t.subcalls = [
+        # findings: line 1 is carried into the memo, line 2 is not, the third line is too short
+        _call(
+            0,
+            0,
+            "abcd",
+            "[x.txt] Assignment needs landlord consent.\n[y.txt] Exclusivity clause binds the Target.\nok",
+        ),
+        _call(1, 0, "efghij", "No diligence issues found in this document at all."),
+        _call(2, 1, "klm", None, error="HTTP 500", returned=8.0),
+        _call(3, 1, "nopq", "ERROR: subagent call failed because of a timeout", returned=7.0),
+    ]
+    child = Trace("t-interleaved/rlm9", "room-a#rlm9", "p1", status="submitted", memo="child memo")
+    child.turns = [_turn(0, "child completion", 2.0)]
+    child.subcalls = [
+        _call(0, 0, "child prompt", "[z.txt] Child finding line long enough.", depth=2, parent=4)
+    ]
+    t.children = [child]
+    return t
+
+
+def one_cell_trace() -> Trace:
+    """One program: llm_batch then submit() in the same cell; the memo is assembled from answers."""
+    t = Trace(
+        "t-onecell",
+        "room-a",
+        "p1",
+        status="submitted",
+        memo="[a.txt] Change of control consent needed from lender.",
+        started_at="2026-12-01T10:00:00",
+        wall_s=3.0,
+        memo_started_s=0.0,
+    )
+    t.turns = [_turn(0, "```python\nr = llm_batch(p)\nsubmit('\\n'.join(r))\n```", 0.0)]
+    t.subcalls = [_call(0, 0, "p" * 7, "[a.txt] Change of control consent needed from lender.")]
+    return t
+
+
+@pytest.fixture
+def con(tmp_path):
+    c = db.connect(tmp_path / "w.duckdb")
+    yield c
+    c.close()
+
+
+def _write(con, *traces):
+    w = TraceWriter(con)
+    for i, t in enumerate(traces):
+        w.add_trace(t, room_id="room-a", policy_id="p1", sample_index=i, purpose="train")
+    return w.flush()
+
+
+def test_round_trip_is_lossless(con):
+    originals = [interleaved_trace(), one_cell_trace()]
+    assert _write(con, *originals) == 2
+    loaded = load_traces(con, [t.trajectory_id for t in originals] + ["t-missing"])
+    assert set(loaded) == {"t-interleaved", "t-onecell"}
+    for t in originals:
+        assert loaded[t.trajectory_id] == t
+    root_only = load_traces(con, ["t-interleaved"], subcalls=False)["t-interleaved"]
+    assert root_only.subcalls == [] and root_only.turns == originals[0].turns
+
+
+def test_metrics_are_computed_from_the_staged_rows(con):
+    _write(con, interleaved_trace(), one_cell_trace())
+    row = db.fetch_dicts(con, "select * from trajectories where trajectory_id = 't-interleaved'")[0]
+    # the child's call counts too: 5 calls, prompts 4+6+3+4+12 characters
+    assert row["n_subcalls"] == 5
+    assert row["delegated_chars"] == 4 + 6 + 3 + 4 + len("child prompt")
+    assert row["sub_prompt_tokens"] == 10 + 11 + 12 + 13 + 10
+    assert row["n_turns"] == 2
+    assert row["root_prompt_tokens"] == 100 + 200 and row["root_completion_tokens"] == 20 + 40
+    # findings: two lines of call 0 and the child's line; "ok" is short, "No diligence" and errors are not findings
+    assert row["n_findings"] == 3
+    assert row["n_findings_carried"] == 1
+    assert row["memo_chars"] == len(interleaved_trace().memo)
+    # memo prose already in turn 0; the call that returned last (8.0 s) was issued in turn 1
+    assert row["memo_turn"] == 0 and row["memo_started_s"] == 0.0
+    assert row["last_subcall_turn"] == 1 and row["last_subcall_returned_s"] == 8.0
+    one = db.fetch_dicts(con, "select * from trajectories where trajectory_id = 't-onecell'")[0]
+    assert one["memo_turn"] == 0 and one["last_subcall_turn"] == 0
+    assert one["n_findings"] == 1 and one["n_findings_carried"] == 1
+    flags = dict(
+        con.execute("select trajectory_id, memo_before_last_return from trajectory_scores").fetchall()
+    )
+    assert flags == {"t-interleaved": True, "t-onecell": False}
+
+
+def test_error_trace_without_turns_or_memo(con):
+    t = Trace("t-err", "room-a", "p1", status="error", end_reason="RuntimeError: boom", started_at="")
+    _write(con, t)
+    row = db.fetch_dicts(con, "select * from trajectories")[0]
+    assert (row["n_turns"], row["n_subcalls"], row["memo_chars"], row["memo_turn"]) == (0, 0, 0, None)
+    back = load_traces(con, ["t-err"])["t-err"]
+    assert back.status == "error" and back.turns == [] and back.started_at  # filled with the write time
+
+
+def test_failed_flush_writes_nothing(con):
+    _write(con, one_cell_trace())
+    before = {
+        t: con.execute(f"select count(*) from {t}").fetchall()[0][0]
+        for t in ("trajectories", "turns", "subcalls")
+    }
+    w = TraceWriter(con)
+    w.add_trace(interleaved_trace(), room_id="room-a", policy_id="p1", sample_index=5, purpose="train")
+    # same trajectory id again: the primary key refuses the whole flush
+    w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=6, purpose="train")
+    with pytest.raises(duckdb.ConstraintException):
+        w.flush()
+    after = {t: con.execute(f"select count(*) from {t}").fetchall()[0][0] for t in before}
+    assert after == before
+
+
+def test_rows_written_before_normalisation_still_load(con):
+    """Rows from before migration 002 hold the whole trace in the JSON column."""
+    t = one_cell_trace()
+    t.trajectory_id = "t-legacy"
+    row = {
+        "trajectory_id": t.trajectory_id,
+        "room_id": "room-a",
+        "policy_id": "p1",
+        "sample_index": 9,
+        "purpose": "train",
+        "harness": "rlm",
+        "status": t.status,
+        "memo": t.memo,
+        "n_turns": 1,
+        "n_subcalls": 1,
+        "root_prompt_tokens": 0,
+        "root_completion_tokens": 0,
+        "sub_prompt_tokens": 0,
+        "sub_completion_tokens": 0,
+        "wall_s": t.wall_s,
+        "delegated_chars": 7,
+        "memo_chars": len(t.memo),
+        "n_findings": 0,
+        "n_findings_carried": 0,
+        "started_at": db.now(),
+        "trace": orjson.dumps(t.to_dict()).decode(),
+    }
+    db.write_many(con, {"trajectories": [row]})
+    assert load_traces(con, ["t-legacy"])["t-legacy"] == t
+
+
+def test_background_flush_writes_and_reraises(con):
+    """flush(wait=False) commits on the writer's thread; its failure surfaces at the next wait."""
+    w = TraceWriter(con)
+    w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=0, purpose="train")
+    assert w.flush(wait=False) == 1
+    w.add_trace(interleaved_trace(), room_id="room-a", policy_id="p1", sample_index=1, purpose="train")
+    w.flush(wait=False)  # waits for the first flush before starting its own
+    w.wait()
+    assert con.execute("select count(*) from trajectories").fetchall()[0][0] == 2
+    w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=2, purpose="train")
+    w.flush(wait=False)  # a duplicate id: fails on the writer's thread
+    with pytest.raises(duckdb.ConstraintException):
+        w.close()
+    assert con.execute("select count(*) from subcalls").fetchall()[0][0] == 1 + 5
