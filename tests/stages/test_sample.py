@@ -158,7 +158,13 @@ def test_ray_worker_that_dies_loses_nothing(run_dir, tmp_path, fresh_ray):
     overrides = [o for o in sample_driver.OVERRIDES if not o.startswith("models.root.model")]
     cfg = load_config(
         "tiny",
-        [f"run.dir={run_dir}", *overrides, "models.root.model=dies_once", "sample.executor=ray", "sample.k=2"],
+        [
+            f"run.dir={run_dir}",
+            *overrides,
+            "models.root.model=dies_once",
+            "sample.executor=ray",
+            "sample.k=2",
+        ],
     )
     counts = sample.run(cfg)
     assert marker.exists()  # a worker did die
