@@ -127,7 +127,12 @@ def _jsonify(value: Any) -> Any:
 
 
 def rows_to_arrow(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
-    """Column-oriented Arrow table for ``table`` from dicts; JSON columns are serialised."""
+    """Column-oriented Arrow table for ``table`` from dicts.
+
+    Values bound for JSON and VARCHAR columns that are not already text are
+    serialised as JSON (some JSON documents live in VARCHAR columns, see
+    sql/schema/002), so a dict never reaches a text column as Arrow's struct.
+    """
     cols = _columns(con, table)
     known = {c for c, _ in cols}
     for i, row in enumerate(rows):
@@ -137,7 +142,7 @@ def rows_to_arrow(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dic
     data = {}
     for name, dtype in cols:
         values = [row.get(name) for row in rows]
-        if dtype == "JSON":
+        if dtype in ("JSON", "VARCHAR"):
             values = [_jsonify(v) for v in values]
         data[name] = values
     return pa.table(data)

@@ -1,12 +1,13 @@
-"""Scale-out executor for the sampler: Ray tasks that return traces.
+"""Scale-out executor for the sampler: Ray tasks that return warehouse rows.
 
 Ray workers never touch DuckDB (one writing process): each task runs one
 trajectory in its own process — its own backends, its own REPL worker — and
-returns the trajectory's warehouse rows and coverage, computed in the
-worker (pipeline.trace_store.trace_rows), so the driver only appends column
-lists; it ingests each result as it arrives, one transaction per trajectory. A worker that dies loses only its own
-trajectory (Ray retries the task up to ``max_retries``; anything still
-missing is sampled by the next run, since the sampler tops up to k).
+returns the trajectory's warehouse rows and coverage, computed in the worker
+(pipeline.trace_store.trace_rows), so the driver only hands packed buffers
+to its writer, one transaction per trajectory, as results arrive. A worker
+that dies loses only its own trajectory (Ray retries the task up to
+``max_retries``; anything still missing is sampled by the next run, since
+the sampler tops up to k).
 Install with `pip install -e '.[ray]'`; `sample.executor=ray` selects it.
 """
 

@@ -48,6 +48,20 @@ def _criteria(
     return cache[room_id]
 
 
+def _grade_row(tid: str, criterion: Criterion, judge: str, passed: bool | None, reason: str) -> dict:
+    """A `grades` row; the criterion's kind and trap flag ride along so score views need no join."""
+    return {
+        "trajectory_id": tid,
+        "criterion_id": criterion.criterion_id,
+        "judge": judge,
+        "passed": passed,
+        "reason": reason,
+        "graded_at": db.now(),
+        "kind": criterion.kind,
+        "is_trap": criterion.is_trap,
+    }
+
+
 def grade_reference(con: duckdb.DuckDBPyConnection, batch: int = 200) -> int:
     from pipeline.rooms.rubric import grade_memo
 
@@ -56,17 +70,10 @@ def grade_reference(con: duckdb.DuckDBPyConnection, batch: int = 200) -> int:
     done = 0
     pending: list[dict] = []
     for tid, room_id, memo in tqdm(todo, desc="grade reference", unit="traj", disable=not todo):
-        for cid, passed, reason in grade_memo(_criteria(con, crit, room_id), memo or ""):
-            pending.append(
-                {
-                    "trajectory_id": tid,
-                    "criterion_id": cid,
-                    "judge": "reference",
-                    "passed": passed,
-                    "reason": reason,
-                    "graded_at": db.now(),
-                }
-            )
+        criteria = _criteria(con, crit, room_id)
+        by_id = {c.criterion_id: c for c in criteria}
+        for cid, passed, reason in grade_memo(criteria, memo or ""):
+            pending.append(_grade_row(tid, by_id[cid], "reference", passed, reason))
         done += 1
         if done % batch == 0:  # whole trajectories per transaction
             db.write_many(con, {"grades": pending})
@@ -103,17 +110,8 @@ def grade_llm(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> int:
                     max_attempts=cfg.grade.max_attempts,
                     cache=cache,
                 )
-            rows = [
-                {
-                    "trajectory_id": tid,
-                    "criterion_id": cid,
-                    "judge": name,
-                    "passed": passed,
-                    "reason": reason,
-                    "graded_at": db.now(),
-                }
-                for cid, passed, reason in verdicts
-            ]
+            by_id = {c.criterion_id: c for c in _criteria(con, crit, room_id)}
+            rows = [_grade_row(tid, by_id[cid], name, passed, reason) for cid, passed, reason in verdicts]
             db.write_many(con, {"grades": rows})
             bar.update(1)
 

@@ -4,8 +4,8 @@
 
 Tops every (room, policy) up to ``sample.k`` trajectories. Each trajectory is
 written in ONE transaction when it ends (trajectory row, turns, subagent
-calls, coverage; see pipeline.trace_store), so a run killed at any moment — SIGKILL included — loses
-only the trajectories in flight, and the next run finishes exactly the
+calls, coverage; see pipeline.trace_store), so a run killed at any moment —
+SIGKILL included — loses only the trajectories in flight, and the next run finishes exactly the
 missing sample indices (the unique key (room, policy, purpose, index) makes
 duplicates impossible). Only this driver process writes DuckDB: REPL workers
 read an exported copy of the room, and with ``sample.executor=ray`` Ray

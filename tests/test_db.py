@@ -72,3 +72,45 @@ def test_stage_run_records_success_and_failure(tmp_path):
     rows = con.execute("select status, counts->>'n', error from stage_runs order by started_at").fetchall()
     assert rows[0][:2] == ("ok", "3")
     assert rows[1][0] == "failed" and "boom" in rows[1][2]
+
+
+def test_later_migrations_backfill_a_warehouse_written_at_version_1(tmp_path):
+    """002 and 003 fill their new columns from what an older warehouse already holds."""
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    db.schema_version(con)
+    con.execute((db.SQL_DIR / "schema" / "001_core.sql").read_text())
+    con.execute("insert into schema_version values (1, now())")
+    con.execute(
+        "insert into criteria values ('r1', 'c1', 'trap', null, null, 'text', '{}', true), "
+        "('r1', 'c2', 'quantify', null, null, 'text', '{}', false)"
+    )
+    con.execute(
+        "insert into trajectories (trajectory_id, room_id, policy_id, sample_index, purpose, harness, status, "
+        "memo, n_turns, n_subcalls, root_prompt_tokens, root_completion_tokens, sub_prompt_tokens, "
+        "sub_completion_tokens, wall_s, delegated_chars, memo_chars, n_findings, n_findings_carried, "
+        "started_at, trace) values ('t1', 'r1', 'p', 0, 'train', 'rlm', 'submitted', 'memo', 3, 2, "
+        "0, 0, 0, 0, 1.0, 0, 4, 0, 0, now(), '{\"turns\": []}')"
+    )
+    con.execute(
+        "insert into subcalls values ('t1', 0, 1, 1, null, 'x', 'p', 'r', null, 1, 1, 0.1, 0.0, 2.0), "
+        "('t1', 1, 0, 1, null, 'x', 'p', 'r', null, 1, 1, 0.1, 0.0, 1.0)"
+    )
+    con.execute(
+        "insert into grades (trajectory_id, criterion_id, judge, passed) values ('t1', 'c1', 'reference', true)"
+    )
+    con.execute(
+        "insert into grades (trajectory_id, criterion_id, judge, passed) values ('t1', 'c2', 'reference', false)"
+    )
+    con.close()
+
+    con = db.connect(path)
+    assert db.schema_version(con) == max(v for v, _ in db.migrations())
+    # 002: the memo counts as begun in the last turn; the call that returned last came from turn 1
+    assert con.execute("select memo_turn, last_subcall_turn from trajectories").fetchall() == [(2, 1)]
+    # 003: grades carry their criterion's kind and trap flag
+    got = con.execute("select criterion_id, kind, is_trap from grades order by 1").fetchall()
+    assert got == [("c1", "trap", True), ("c2", "quantify", False)]
+    assert con.execute("select n_criteria, trap_failures, n_passed from trajectory_scores").fetchall() == [
+        (2, 0, 1)
+    ]

@@ -70,7 +70,7 @@ def interleaved_trace() -> Trace:
             "abcd",
             "[x.txt] Assignment needs landlord consent.\n[y.txt] Exclusivity clause binds the Target.\nok",
         ),
-        _call(1, 0, "efghij", "No diligence issues found in this document at all."),
+        _call(1, 0, "éfgh✓𝄞", "No diligence issues found in this document at all — ✓."),
         _call(2, 1, "klm", None, error="HTTP 500", returned=8.0),
         _call(3, 1, "nopq", "ERROR: subagent call failed because of a timeout", returned=7.0),
     ]

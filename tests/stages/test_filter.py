@@ -49,6 +49,8 @@ def _warehouse(tmp_path, specs):
                         "judge": "reference",
                         "passed": k < n_passed,
                         "graded_at": db.now(),
+                        "kind": "identify",
+                        "is_trap": False,
                     }
                     for k in range(4)
                 ]

@@ -97,6 +97,13 @@ def test_invalid_json_judge_leaves_ungraded_rows_that_never_count(tmp_path, judg
     assert llm == (n_criteria, 0)  # one row per criterion, every one ungraded (NULL), none pass or fail
     ref = con.execute("select count(*), count(passed) from grades where judge = 'reference'").fetchall()[0]
     assert ref == (n_criteria, n_criteria)
+    # each grade carries its criterion's kind and trap flag
+    copied = con.execute(
+        "select count(*) from grades g join criteria c using (criterion_id) "
+        "where c.room_id = ? and g.kind = c.kind and g.is_trap = c.is_trap",
+        [room.room_id],
+    ).fetchall()[0][0]
+    assert copied == 2 * n_criteria
     # scores read the reference judge only; the NULL verdicts change nothing
     n = con.execute("select n_criteria from trajectory_scores").fetchall()[0][0]
     assert n == n_criteria

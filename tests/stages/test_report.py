@@ -88,7 +88,7 @@ def fill_warehouse(con) -> dict:
         for k, kind in enumerate(KINDS):
             passed = True if kind == "trap" else rng.random() < quality
             grades.append({"trajectory_id": tid, "criterion_id": f"c{k}", "judge": "reference", "passed": passed,
-                           "reason": "", "graded_at": T0})  # fmt: skip
+                           "reason": "", "graded_at": T0, "kind": kind, "is_trap": kind == "trap"})  # fmt: skip
         seen = round(100 * min(1.0, quality + 0.2))
         for scope, n in (("all", seen), ("root", seen // 4), ("subagent", seen)):
             coverage.append({"trajectory_id": tid, "scope": scope, "grouping": "total", "group_value": "",
