@@ -4,7 +4,8 @@ Ray workers never touch DuckDB (one writing process): each task runs one
 trajectory in its own process — its own backends, its own REPL worker — and
 returns the trajectory's warehouse rows and coverage, computed in the worker
 (pipeline.trace_store.trace_rows), so the driver only hands packed buffers
-to its writer, one transaction per trajectory, as results arrive. A worker
+to its writer: every result that is ready is committed in one transaction
+(group commit, so many workers do not queue behind one commit each). A worker
 that dies loses only its own trajectory (Ray retries the task up to
 ``max_retries``; anything still missing is sampled by the next run, since
 the sampler tops up to k).
@@ -97,12 +98,14 @@ def run_ray(
         for j in jobs
     }
     while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
+        ray.wait(list(pending), num_returns=1)  # block until one is ready, then take every ready one
+        done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        finished = []
         for ref in done:
             job = pending.pop(ref)
             try:
-                rows, coverage = ray.get(ref)
+                finished.append(ray.get(ref))
             except Exception as exc:  # the task died after its retries: record nothing, the next run tops up
                 print(f"ray: trajectory {job.trajectory_id} failed: {exc}")
-                continue
-            ingest(job, rows, coverage)
+        if finished:
+            ingest(finished)  # group commit: with many workers, one transaction per ready batch

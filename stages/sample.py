@@ -3,13 +3,15 @@
     python -m pipeline --recipe tiny sample [sample.k=8 sample.split=train]
 
 Tops every (room, policy) up to ``sample.k`` trajectories. Each trajectory is
-written in ONE transaction when it ends (trajectory row, turns, subagent
-calls, coverage; see pipeline.trace_store), so a run killed at any moment —
-SIGKILL included — loses only the trajectories in flight, and the next run finishes exactly the
-missing sample indices (the unique key (room, policy, purpose, index) makes
-duplicates impossible). Only this driver process writes DuckDB: REPL workers
-read an exported copy of the room, and with ``sample.executor=ray`` Ray
-tasks return traces that the driver ingests.
+written whole in ONE transaction when it ends (trajectory row, turns, subagent
+calls, coverage; see pipeline.trace_store; with Ray, every result ready at
+that moment shares the transaction), so a run killed at any moment —
+SIGKILL included — loses only the trajectories in flight, and the next run
+finishes exactly the missing sample indices (a trajectory's id is derived
+from its key (room, policy, purpose, index) and is the primary key, so
+duplicates are impossible). Only this driver process writes DuckDB: REPL
+workers read an exported copy of the room, and with ``sample.executor=ray``
+Ray tasks return traces that the driver ingests.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pipeline.policies import Policy, base_policy, load_policy, register_policy,
 from pipeline.rooms import store
 from pipeline.rooms.model import Room
 from pipeline.rooms.probes import ProbeIndex
-from pipeline.trace_store import TraceRows, TraceWriter, trace_rows
+from pipeline.trace_store import TraceRows, TraceWriter, trace_rows, trajectory_id
 
 
 @dataclass
@@ -42,11 +44,6 @@ class Job:
     sample_index: int
     trajectory_id: str
     seed: int
-
-
-def trajectory_id(policy_id: str, room: str, purpose: str, index: int) -> str:
-    h = hashlib.sha256(f"{policy_id}|{room}|{purpose}|{index}".encode()).hexdigest()[:16]
-    return f"t-{h}"
 
 
 def resolve_policy(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Policy:
@@ -144,12 +141,13 @@ def sample_policy(
 
     writer = TraceWriter(con)
 
-    def ingest(job: Job, rows: TraceRows, coverage: list[dict]) -> None:
-        writer.add(rows, coverage)
-        writer.flush()  # one transaction per finished trajectory: a kill loses only those in flight
-        counts["sampled"] += 1
-        counts["failed"] += rows.status == "error"
-        bar.update(1)
+    def ingest(finished: list[tuple[TraceRows, list[dict]]]) -> None:
+        """Commit trajectories that have finished, whole, in one transaction: a kill loses only those in flight."""
+        for rows, coverage in finished:
+            writer.add(rows, coverage)
+            counts["failed"] += rows.status == "error"
+        counts["sampled"] += writer.flush()
+        bar.update(len(finished))
         bar.set_postfix(done=counts["sampled"], failed=counts["failed"])
 
     try:
@@ -190,7 +188,7 @@ async def _run_local(cfg, policy, jobs, loaded, indexes, dirs, purpose, ingest) 
                 trace = _error_trace(job, job.room, policy.policy_id, policy.harness, exc, t0)
             room = loaded[job.room]
             # synchronous: one writer, one transaction per trajectory
-            ingest(job, *finished_rows(trace, room, indexes[job.room], job, policy.policy_id, purpose))
+            ingest([finished_rows(trace, room, indexes[job.room], job, policy.policy_id, purpose)])
 
     try:
         await asyncio.gather(*(one(j) for j in jobs))

@@ -75,7 +75,7 @@ def test_stage_run_records_success_and_failure(tmp_path):
 
 
 def test_later_migrations_backfill_a_warehouse_written_at_version_1(tmp_path):
-    """002 and 003 fill their new columns from what an older warehouse already holds."""
+    """002 and 003 fill their new columns from what an older warehouse already holds; 004 keeps its rows."""
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     db.schema_version(con)
@@ -114,3 +114,16 @@ def test_later_migrations_backfill_a_warehouse_written_at_version_1(tmp_path):
     assert con.execute("select n_criteria, trap_failures, n_passed from trajectory_scores").fetchall() == [
         (2, 0, 1)
     ]
+    # 004: the table was rebuilt with its rows; the primary key remains, the separate key index is gone
+    assert con.execute("select trajectory_id, memo, trace from trajectories").fetchall() == [
+        ("t1", "memo", '{"turns": []}')
+    ]
+    kinds = {
+        r[0]
+        for r in con.execute(
+            "select constraint_type from duckdb_constraints() where table_name = 'trajectories'"
+        ).fetchall()
+    }
+    assert "PRIMARY KEY" in kinds and "UNIQUE" not in kinds
+    with pytest.raises(duckdb.ConstraintException):
+        con.execute("insert into trajectories select * from trajectories")

@@ -6,7 +6,11 @@ import pytest
 
 from pipeline import db
 from pipeline.harness.trace import Subcall, Trace, Turn
-from pipeline.trace_store import TraceWriter, load_traces
+from pipeline.trace_store import TraceWriter, load_traces, trajectory_id
+
+# The fixtures' sample keys: (room-a, p1, train, index); ids derive from them.
+IL, OC = trajectory_id("p1", "room-a", "train", 0), trajectory_id("p1", "room-a", "train", 1)
+INDEX = {IL: 0, OC: 1}
 
 MEMO_LINE = "Consent of Acme Corp is required on a change of control of the Target."
 
@@ -47,7 +51,7 @@ def _turn(i, completion, started):
 def interleaved_trace() -> Trace:
     """The root writes memo prose in turn 0, then delegates more reading in turn 1."""
     t = Trace(
-        "t-interleaved",
+        IL,
         "room-a",
         "p1",
         status="submitted",
@@ -74,7 +78,7 @@ def interleaved_trace() -> Trace:
         _call(2, 1, "klm", None, error="HTTP 500", returned=8.0),
         _call(3, 1, "nopq", "ERROR: subagent call failed because of a timeout", returned=7.0),
     ]
-    child = Trace("t-interleaved/rlm9", "room-a#rlm9", "p1", status="submitted", memo="child memo")
+    child = Trace(f"{IL}/rlm9", "room-a#rlm9", "p1", status="submitted", memo="child memo")
     child.turns = [_turn(0, "child completion", 2.0)]
     child.subcalls = [
         _call(0, 0, "child prompt", "[z.txt] Child finding line long enough.", depth=2, parent=4)
@@ -86,7 +90,7 @@ def interleaved_trace() -> Trace:
 def one_cell_trace() -> Trace:
     """One program: llm_batch then submit() in the same cell; the memo is assembled from answers."""
     t = Trace(
-        "t-onecell",
+        OC,
         "room-a",
         "p1",
         status="submitted",
@@ -107,10 +111,16 @@ def con(tmp_path):
     c.close()
 
 
+def _add(w, trace):
+    w.add_trace(
+        trace, room_id="room-a", policy_id="p1", sample_index=INDEX[trace.trajectory_id], purpose="train"
+    )
+
+
 def _write(con, *traces):
     w = TraceWriter(con)
-    for i, t in enumerate(traces):
-        w.add_trace(t, room_id="room-a", policy_id="p1", sample_index=i, purpose="train")
+    for t in traces:
+        _add(w, t)
     return w.flush()
 
 
@@ -118,16 +128,16 @@ def test_round_trip_is_lossless(con):
     originals = [interleaved_trace(), one_cell_trace()]
     assert _write(con, *originals) == 2
     loaded = load_traces(con, [t.trajectory_id for t in originals] + ["t-missing"])
-    assert set(loaded) == {"t-interleaved", "t-onecell"}
+    assert set(loaded) == {IL, OC}
     for t in originals:
         assert loaded[t.trajectory_id] == t
-    root_only = load_traces(con, ["t-interleaved"], subcalls=False)["t-interleaved"]
+    root_only = load_traces(con, [IL], subcalls=False)[IL]
     assert root_only.subcalls == [] and root_only.turns == originals[0].turns
 
 
 def test_metrics_are_computed_from_the_staged_rows(con):
     _write(con, interleaved_trace(), one_cell_trace())
-    row = db.fetch_dicts(con, "select * from trajectories where trajectory_id = 't-interleaved'")[0]
+    row = db.fetch_dicts(con, "select * from trajectories where trajectory_id = ?", [IL])[0]
     # the child's call counts too: 5 calls, prompts 4+6+3+4+12 characters
     assert row["n_subcalls"] == 5
     assert row["delegated_chars"] == 4 + 6 + 3 + 4 + len("child prompt")
@@ -141,21 +151,21 @@ def test_metrics_are_computed_from_the_staged_rows(con):
     # memo prose already in turn 0; the call that returned last (8.0 s) was issued in turn 1
     assert row["memo_turn"] == 0 and row["memo_started_s"] == 0.0
     assert row["last_subcall_turn"] == 1 and row["last_subcall_returned_s"] == 8.0
-    one = db.fetch_dicts(con, "select * from trajectories where trajectory_id = 't-onecell'")[0]
+    one = db.fetch_dicts(con, "select * from trajectories where trajectory_id = ?", [OC])[0]
     assert one["memo_turn"] == 0 and one["last_subcall_turn"] == 0
     assert one["n_findings"] == 1 and one["n_findings_carried"] == 1
     flags = dict(
         con.execute("select trajectory_id, memo_before_last_return from trajectory_scores").fetchall()
     )
-    assert flags == {"t-interleaved": True, "t-onecell": False}
+    assert flags == {IL: True, OC: False}
 
 
 def test_error_trace_without_turns_or_memo(con):
-    t = Trace("t-err", "room-a", "p1", status="error", end_reason="RuntimeError: boom", started_at="")
+    t = Trace(IL, "room-a", "p1", status="error", end_reason="RuntimeError: boom", started_at="")
     _write(con, t)
     row = db.fetch_dicts(con, "select * from trajectories")[0]
     assert (row["n_turns"], row["n_subcalls"], row["memo_chars"], row["memo_turn"]) == (0, 0, 0, None)
-    back = load_traces(con, ["t-err"])["t-err"]
+    back = load_traces(con, [IL])[IL]
     assert back.status == "error" and back.turns == [] and back.started_at  # filled with the write time
 
 
@@ -166,9 +176,9 @@ def test_failed_flush_writes_nothing(con):
         for t in ("trajectories", "turns", "subcalls")
     }
     w = TraceWriter(con)
-    w.add_trace(interleaved_trace(), room_id="room-a", policy_id="p1", sample_index=5, purpose="train")
+    _add(w, interleaved_trace())
     # same trajectory id again: the primary key refuses the whole flush
-    w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=6, purpose="train")
+    _add(w, one_cell_trace())
     with pytest.raises(duckdb.ConstraintException):
         w.flush()
     after = {t: con.execute(f"select count(*) from {t}").fetchall()[0][0] for t in before}
@@ -209,14 +219,56 @@ def test_rows_written_before_normalisation_still_load(con):
 def test_background_flush_writes_and_reraises(con):
     """flush(wait=False) commits on the writer's thread; its failure surfaces at the next wait."""
     w = TraceWriter(con)
-    w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=0, purpose="train")
+    _add(w, one_cell_trace())
     assert w.flush(wait=False) == 1
-    w.add_trace(interleaved_trace(), room_id="room-a", policy_id="p1", sample_index=1, purpose="train")
+    _add(w, interleaved_trace())
     w.flush(wait=False)  # waits for the first flush before starting its own
     w.wait()
     assert con.execute("select count(*) from trajectories").fetchall()[0][0] == 2
-    w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=2, purpose="train")
+    _add(w, one_cell_trace())
     w.flush(wait=False)  # a duplicate id: fails on the writer's thread
     with pytest.raises(duckdb.ConstraintException):
         w.close()
     assert con.execute("select count(*) from subcalls").fetchall()[0][0] == 1 + 5
+
+
+def test_failed_background_flush_keeps_the_next_buffer(con):
+    """The next flush reports the failed transaction and keeps its own trajectories buffered."""
+    w = TraceWriter(con)
+    _add(w, one_cell_trace())
+    w.flush()
+    _add(w, one_cell_trace())
+    w.flush(wait=False)  # a duplicate id: fails on the writer's thread
+    _add(w, interleaved_trace())
+    with pytest.raises(duckdb.ConstraintException):
+        w.flush()
+    assert len(w) == 1
+    assert w.flush() == 1
+    assert {r[0] for r in con.execute("select trajectory_id from trajectories").fetchall()} == {IL, OC}
+
+
+def test_full_at_a_row_group(con, monkeypatch):
+    """``full`` turns true once BULK_ROWS trajectories are buffered, and false after the flush."""
+    monkeypatch.setattr(TraceWriter, "BULK_ROWS", 2)
+    w = TraceWriter(con)
+    _add(w, one_cell_trace())
+    assert not w.full
+    _add(w, interleaved_trace())
+    assert w.full
+    w.flush()
+    assert not w.full and len(w) == 0
+
+
+def test_an_id_not_derived_from_its_key_is_refused(con):
+    """Ids derive from (room, policy, purpose, index), so the primary key alone keeps each key once."""
+    w = TraceWriter(con)
+    with pytest.raises(ValueError, match=f"trajectory '{OC}'.*sample_index=0"):
+        w.add_trace(one_cell_trace(), room_id="room-a", policy_id="p1", sample_index=0, purpose="train")
+    assert len(w) == 0
+    _add(w, one_cell_trace())
+    w.flush()
+    again = one_cell_trace()  # the same key sampled twice: same id, refused by the primary key
+    _add(w, again)
+    with pytest.raises(duckdb.ConstraintException):
+        w.flush()
+    assert con.execute("select count(*) from trajectories").fetchall()[0][0] == 1

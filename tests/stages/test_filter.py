@@ -7,8 +7,18 @@ from pipeline.config import load_config
 from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
 from pipeline.rooms.model import Criterion, Document, Room
-from pipeline.trace_store import TraceWriter
+from pipeline.trace_store import TraceWriter, trajectory_id
 from stages import filter as filter_stage
+
+
+def _id(i: int) -> str:
+    return trajectory_id("p1", "r1", "train", i)
+
+
+def _named(rows, specs) -> dict:
+    """{spec name: value} from (trajectory_id, value) rows; spec i is sample index i."""
+    names = {_id(i): spec[0] for i, spec in enumerate(specs)}
+    return {names[tid]: v for tid, v in rows}
 
 
 def _warehouse(tmp_path, specs):
@@ -24,7 +34,8 @@ def _warehouse(tmp_path, specs):
     )
     store.save_room(con, room)
     w = TraceWriter(con)
-    for i, (tid, status, n_passed, cov, code) in enumerate(specs):
+    for i, (_name, status, n_passed, cov, code) in enumerate(specs):
+        tid = _id(i)
         tr = Trace(tid, "r1", "p1", status=status, memo="m", started_at="2026-12-01T00:00:00")
         tr.turns = [Turn(0, [{"role": "user", "content": "task"}], f"```python\n{code}\n```", code)]
         cov_rows = [
@@ -61,22 +72,20 @@ def _warehouse(tmp_path, specs):
 
 
 def test_rules_in_funnel_order(tmp_path, capsys):
-    cfg = _warehouse(
-        tmp_path,
-        [
-            ("t-ok", "submitted", 4, 1.0, "a()"),
-            ("t-dup", "submitted", 3, 1.0, "a()"),  # same code as t-ok, lower score
-            ("t-unfinished", "turn_limit", 4, 1.0, "b()"),
-            ("t-low", "submitted", 1, 1.0, "c()"),
-            ("t-narrow", "submitted", 4, 0.2, "d()"),
-        ],
-    )
+    specs = [
+        ("t-ok", "submitted", 4, 1.0, "a()"),
+        ("t-dup", "submitted", 3, 1.0, "a()"),  # same code as t-ok, lower score
+        ("t-unfinished", "turn_limit", 4, 1.0, "b()"),
+        ("t-low", "submitted", 1, 1.0, "c()"),
+        ("t-narrow", "submitted", 4, 0.2, "d()"),
+    ]
+    cfg = _warehouse(tmp_path, specs)
     cfg.filter.require_submit = True
     cfg.filter.min_pass_rate = 0.5
     cfg.filter.min_coverage = 0.5
     counts = filter_stage.run(cfg)
     con = db.connect(cfg.run.db_path)
-    reasons = dict(con.execute("select trajectory_id, reason from selections").fetchall())
+    reasons = _named(con.execute("select trajectory_id, reason from selections").fetchall(), specs)
     assert reasons == {
         "t-ok": "accepted",
         "t-dup": "duplicate",
@@ -109,20 +118,18 @@ def test_zero_accepted_is_an_error_with_exit_1(tmp_path, capsys):
 
 
 def test_top_k_and_relative_to_room_mean(tmp_path):
-    cfg = _warehouse(
-        tmp_path,
-        [
-            ("t1", "submitted", 4, 1.0, "a()"),
-            ("t2", "submitted", 3, 1.0, "b()"),
-            ("t3", "submitted", 2, 1.0, "c()"),
-        ],
-    )
+    specs = [
+        ("t1", "submitted", 4, 1.0, "a()"),
+        ("t2", "submitted", 3, 1.0, "b()"),
+        ("t3", "submitted", 2, 1.0, "c()"),
+    ]
+    cfg = _warehouse(tmp_path, specs)
     cfg.filter.min_pass_rate = 0.0
     cfg.filter.min_coverage = 0.0
     cfg.filter.top_k_per_room = 1
     filter_stage.run(cfg)
     con = db.connect(cfg.run.db_path)
-    rows = dict(con.execute("select trajectory_id, reason from selections").fetchall())
+    rows = _named(con.execute("select trajectory_id, reason from selections").fetchall(), specs)
     assert rows == {"t1": "accepted", "t2": "top_k", "t3": "top_k"}
     con.close()
     cfg.filter.top_k_per_room = None

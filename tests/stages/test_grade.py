@@ -10,7 +10,7 @@ from pipeline import db
 from pipeline.config import load_config
 from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
-from pipeline.trace_store import TraceWriter
+from pipeline.trace_store import TraceWriter, trajectory_id
 from stages import grade, rooms
 
 
@@ -59,7 +59,7 @@ def test_invalid_json_judge_leaves_ungraded_rows_that_never_count(tmp_path, judg
     con = db.connect(tmp_path / "pipeline.duckdb")
     room = store.load_room(con, store.room_names(con)[0])
     trace = Trace(
-        "t-1",
+        trajectory_id("p1", room.room_id, "train", 0),
         room.name,
         "p1",
         status="submitted",
