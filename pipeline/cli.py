@@ -63,7 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("out")
 
     for name in STAGES[1:]:
-        sub.add_parser(name, help=f"run the {name} stage (key=value overrides after it)")
+        sp = sub.add_parser(name, help=f"run the {name} stage (key=value overrides after it)")
+        if name == "grade":
+            sp.add_argument(
+                "--regrade",
+                action="store_true",
+                help="also grade trajectories an older grader version graded (same as grade.regrade=true)",
+            )
     for name, text in [("distill", "run every stage once"), ("nightly", "run one nightly improvement round")]:
         sub.add_parser(name, help=text)
 
@@ -71,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("query", nargs="?", help="a SQL statement")
     q.add_argument("--file", help="a .sql file, e.g. sql/queries/criteria_failing_most.sql")
     q.add_argument("--shell", action="store_true", help="interactive DuckDB shell")
+
+    gc = sub.add_parser(
+        "grader-check",
+        help="grade the known-answer memos (empty, oracle, dump, ...) on the warehouse's rooms; exit 1 if a bar fails",
+    )
+    gc.add_argument("--corpus", default=None, help="folder holding cuad/: adds the CUAD expert-label memo")
+    gc.add_argument("--room", action="append", default=None, help="only this room (repeatable)")
 
     cfgp = sub.add_parser("config", help="print the resolved config, or every key with its help")
     cfgp.add_argument("--keys", action="store_true")
@@ -114,6 +127,12 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         from pipeline import sqlcli
 
         return sqlcli.main(cfg, args.query, args.file, args.shell)
+    if args.command == "grader-check":
+        from pipeline.grading.known_answers import print_warehouse_check
+
+        return print_warehouse_check(cfg.run.db_path, args.corpus, args.room)
+    if getattr(args, "regrade", False):
+        cfg.grade.regrade = True
     write_run_manifest(cfg, argv)
     if args.command == "rooms":
         from stages import rooms

@@ -127,13 +127,20 @@ class GradeConfig:
     judges: list[str] = _f(["reference"], "judges to run: reference and/or llm")
     criteria_per_call: int = _f(16, "llm judge: criteria per request")
     max_attempts: int = _f(3, "llm judge: attempts before a criterion is recorded ungraded")
+    regrade: bool = _f(
+        False,
+        "also grade trajectories graded by an older grader version (the old rows stay; views read the newest)",
+    )
+    budget_words: int = _f(
+        0, "reading budget: words of a memo that are graded; 0 = 150 + 100 per planted issue of the room"
+    )
 
 
 @dataclass
 class FilterConfig:
     require_submit: bool = _f(True, "keep only trajectories that ended with submit()")
-    min_pass_rate: float = _f(0.3, "minimum rubric pass rate (reference judge)")
-    min_relative_to_room_mean: float | None = _f(None, "also require pass rate >= room mean + this")
+    min_score: float = _f(0.3, "minimum headline score (reference judge: F1 of recall and precision)")
+    min_relative_to_room_mean: float | None = _f(None, "also require score >= room mean + this")
     top_k_per_room: int | None = _f(None, "keep at most the best k per room")
     min_coverage: float = _f(0.5, "minimum probe coverage")
     max_trap_failures: int | None = _f(None, "maximum failed trap criteria; null disables")

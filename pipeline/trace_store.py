@@ -96,10 +96,15 @@ def trace_extras(trace: Trace) -> str:
 
 
 def findings(memo: str | None, calls: Sequence[Subcall]) -> tuple[int, int]:
-    """(finding lines in successful subagent answers, of which appear verbatim in the memo).
+    """(finding lines in successful subagent answers, of which reached the memo).
 
     A finding is an answer line of MIN_FINDING_CHARS or more that is neither an
-    error nor a "no diligence issues" line.
+    error, a "no diligence issues" line nor a "Resolved: ..." line (the
+    extractive subagent's note that a document settles an issue). A plain line
+    reached the memo when it appears in it verbatim; a structured finding (a
+    JSON object line, as the extractive subagent writes) when its ``summary``
+    or its ``quote`` does, since a memo written from structured findings
+    restates them instead of pasting the line.
     """
     memo = memo or ""
     n = carried = 0
@@ -111,12 +116,24 @@ def findings(memo: str | None, calls: Sequence[Subcall]) -> tuple[int, int]:
             if (
                 len(line) < MIN_FINDING_CHARS
                 or line.startswith("ERROR")
-                or line.lower().startswith("no diligence")
+                or line.lower().startswith(("no diligence", "resolved:"))
             ):
                 continue
             n += 1
-            carried += line in memo
+            carried += _reached(line, memo)
     return n, carried
+
+
+def _reached(line: str, memo: str) -> bool:
+    if line.startswith("{"):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            texts = [obj.get(k) for k in ("summary", "quote")]
+            return any(isinstance(t, str) and t.strip() and t.strip() in memo for t in texts)
+    return line in memo
 
 
 def memo_turn(trace: Trace) -> int | None:

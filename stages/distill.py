@@ -5,7 +5,7 @@
 rooms → sample (training rooms) → grade → filter → dataset → train →
 evaluate (held-out rooms, base vs the new SFT policy) → report. Each stage
 is idempotent, so rerunning after a crash finishes what is missing. Ends by
-printing the held-out pass rates of base and SFT with their intervals, the
+printing the held-out headline scores of base and SFT with their intervals, the
 lift, the wall time and where the report is.
 """
 

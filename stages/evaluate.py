@@ -5,9 +5,10 @@
 Samples ``evaluate.k`` trajectories per held-out room for the base policy and
 each candidate (default: the newest trained policy) with the same prompt,
 sampling parameters, subagents and judge, grades them with the reference
-judge, and stores per policy: mean rubric pass rate with a 95% bootstrap
-interval over rooms, the paired difference to the base with its interval,
-pass rate by criterion kind, coverage, finished rate and the behaviour
+judge, and stores per policy: the mean headline score (F1 of recall and
+precision, pipeline.grading.reference) with a 95% bootstrap interval over
+rooms, the paired difference to the base with its interval, recall,
+precision, pass rate by criterion kind, coverage, finished rate and the behaviour
 metrics of the reference report — rows of `evaluations`. Held-out rooms are
 only ever sampled with purpose 'eval', so they never reach training.
 """
@@ -33,7 +34,8 @@ BEHAVIOUR = [
     "findings_carried",
     "calls_size_corr",
     "memo_before_delegation_done",
-    "issue_pass_rate",
+    "recall",
+    "precision",
     "trap_failures",
 ]
 
@@ -67,11 +69,11 @@ def evaluate_policies(
     for p in [base, *candidates]:
         register_policy(con, p)
         sample_policy(con, cfg, p, rooms, cfg.evaluate.k, "eval", desc=f"evaluate {p.policy_id}")
-    grade_reference(con)
+    grade_reference(con, cfg)
     ids = [base.policy_id] + [c.policy_id for c in candidates]
     key = json.dumps({"policies": ids, "rooms": rooms, "k": cfg.evaluate.k, "boot": cfg.evaluate.bootstrap})
     eval_id = "eval-" + hashlib.sha256(key.encode()).hexdigest()[:12]
-    base_rates = room_values(con, base.policy_id, rooms, "pass_rate")
+    base_rates = room_values(con, base.policy_id, rooms, "score")
     rows: list[dict] = []
     now = db.now()
 
@@ -92,11 +94,11 @@ def evaluate_policies(
 
     B, seed = cfg.evaluate.bootstrap, cfg.run.seed
     for pid in ids:
-        rates = room_values(con, pid, rooms, "pass_rate")
+        rates = room_values(con, pid, rooms, "score")
         if rates:
             add(
                 pid,
-                "pass_rate",
+                "score",
                 *stats.bootstrap_mean_ci(list(rates.values()), n_boot=B, seed=seed),
                 len(rates),
             )
@@ -124,15 +126,15 @@ def evaluate_policies(
 
 
 def headline(rows: list[dict]) -> str:
-    """One line per policy: pass rate [CI], and lift [CI] for candidates."""
+    """One line per policy: headline score [CI], and lift [CI] for candidates."""
     out = []
     by = {}
     for r in rows:
         by.setdefault(r["policy_id"], {})[r["metric"]] = r
     for pid, m in by.items():
-        pr = m.get("pass_rate")
+        pr = m.get("score")
         line = (
-            f"{pid}: held-out pass rate {pr['value']:.3f} [95% CI {pr['ci_low']:.3f}, {pr['ci_high']:.3f}]"
+            f"{pid}: held-out score {pr['value']:.3f} [95% CI {pr['ci_low']:.3f}, {pr['ci_high']:.3f}]"
             if pr
             else pid
         )

@@ -1,6 +1,6 @@
 """Stage `filter`: rejection-sample graded training trajectories.
 
-    python -m pipeline --recipe tiny filter [filter.min_pass_rate=0.4 filter.min_coverage=0.8]
+    python -m pipeline --recipe tiny filter [filter.min_score=0.4 filter.min_coverage=0.8]
 
 The rules are SQL (sql/filters/select.sql) parameterised from the recipe's
 `filter` section: finished by submit(), minimum rubric pass rate (absolute,
@@ -32,7 +32,7 @@ def params(cfg: PipelineConfig) -> dict:
     f = cfg.filter
     return {
         "require_submit": f.require_submit,
-        "min_pass_rate": f.min_pass_rate,
+        "min_score": f.min_score,
         "min_relative": f.min_relative_to_room_mean,
         "min_coverage": f.min_coverage,
         "max_trap_failures": f.max_trap_failures,
@@ -105,7 +105,7 @@ def run(cfg: PipelineConfig) -> dict:
         if not reasons.get("accepted"):
             raise NoAcceptedTrajectories(
                 f"0 of {len(decisions)} trajectories accepted by the filter (rejections: {reasons}); "
-                "sample more (sample.k), or loosen filter.min_pass_rate / filter.min_coverage"
+                "sample more (sample.k), or loosen filter.min_score / filter.min_coverage"
             )
     con.close()
     return counts

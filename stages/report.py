@@ -6,8 +6,8 @@ Reads only the warehouse (tables evaluations, policies, train_logs,
 nightly_rounds, stage_runs, grades; views trajectory_scores and
 rejection_funnel) and writes ``<run.dir>/report/``: ``report.html``
 (self-contained: plots embedded as data URIs), ``report.md`` and the plots
-as ``*.png``. Opens with the headline — base vs SFT held-out pass rate with
-95% bootstrap intervals and the paired lift — then plots (pass rate vs
+as ``*.png``. Opens with the headline — base vs SFT held-out headline score with
+95% bootstrap intervals and the paired lift — then plots (score vs
 coverage, base vs SFT per held-out room, rejection funnel, training loss,
 delegation vs room size) and tables (per-policy evaluation, the behaviour
 table of the reference report, sampled trajectories, judge agreement,
@@ -29,6 +29,7 @@ from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.grading.agreement import agreement_report
 from pipeline.report import plots
+from pipeline.report.known_answers import known_answers_section
 from pipeline.report.render import Image, Section, Table, to_html, to_markdown
 from pipeline.stats import pearson
 
@@ -46,7 +47,8 @@ BEHAVIOUR = [
     ("findings_carried", "share of subagent findings carried into the memo", "pct"),
     ("memo_before_delegation_done", "share of memos begun before the last subagent call returned", "pct"),
     ("calls_size_corr", "correlation of subagent calls with room size", "num2"),
-    ("issue_pass_rate", "pass rate on non-trap criteria", "pct"),
+    ("recall", "recall: share of non-trap criteria passed", "pct"),
+    ("precision", "precision: claims the room supports, above chance", "pct"),
     ("trap_failures", "trap criteria failed per trajectory", "num2"),
 ]
 
@@ -156,7 +158,7 @@ def headline(labels: dict[str, str], eval_rows: list[dict]) -> str:
     by = _by_policy(eval_rows)
     base_id = eval_rows[0]["base_policy_id"]
     parts = []
-    base = by.get(base_id, {}).get("pass_rate")
+    base = by.get(base_id, {}).get("score")
     n_rooms = base["n_rooms"] if base else None
     if base:
         parts.append(
@@ -166,7 +168,7 @@ def headline(labels: dict[str, str], eval_rows: list[dict]) -> str:
         if pid == base_id:
             continue
         m = by[pid]
-        pr, lift = m.get("pass_rate"), m.get("lift")
+        pr, lift = m.get("score"), m.get("lift")
         text = labels.get(pid, pid)
         if pr:
             text += f" {pct_ci(pr['value'], pr['ci_low'], pr['ci_high'])}"
@@ -175,7 +177,11 @@ def headline(labels: dict[str, str], eval_rows: list[dict]) -> str:
             text += f", lift {pts_ci(lift['value'], lift['ci_low'], lift['ci_high'])}"
         parts.append(text)
     rooms = f" on {n_rooms} held-out rooms" if n_rooms else ""
-    return f"Held-out rubric pass rate{rooms} (95% bootstrap CI over rooms): " + "; ".join(parts) + "."
+    return (
+        f"Held-out headline score{rooms} (F1 of rubric recall and claim precision; 95% bootstrap CI over rooms): "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def evaluation_section(
@@ -194,7 +200,7 @@ def evaluation_section(
         "policy",
         "policy id",
         "rooms",
-        "pass rate [95% CI]",
+        "score [95% CI]",
         "lift vs base [95% CI]",
         "finished",
         "coverage",
@@ -208,14 +214,14 @@ def evaluation_section(
             r = m.get(metric)
             return pct_ci(r["value"], r["ci_low"], r["ci_high"]) if r else "–"
 
-        n_rooms = next((m[k]["n_rooms"] for k in ("pass_rate", "lift") if k in m and m[k]["n_rooms"]), None)
+        n_rooms = next((m[k]["n_rooms"] for k in ("score", "lift") if k in m and m[k]["n_rooms"]), None)
         lift = m.get("lift")
         rows.append(
             [
                 labels.get(pid, pid),
                 pid,
                 "–" if n_rooms is None else str(n_rooms),
-                ci("pass_rate"),
+                ci("score"),
                 "(base)"
                 if pid == base_id
                 else (pts_ci(lift["value"], lift["ci_low"], lift["ci_high"]) if lift else "–"),
@@ -265,7 +271,7 @@ def trajectories_section(labels: dict[str, str], scores: list[dict]) -> Section:
             "trajectories",
             "rooms",
             "finished",
-            "pass rate",
+            "score",
             "coverage",
             "subagent calls",
             "chars delegated",
@@ -289,7 +295,7 @@ def trajectories_section(labels: dict[str, str], scores: list[dict]) -> Section:
                 str(len(rows)),
                 str(len({r["room_id"] for r in rows})),
                 pct(mean([{"f": float(bool(r["finished"]))} for r in rows], "f")),
-                pct(mean(rows, "pass_rate")),
+                pct(mean(rows, "score")),
                 pct(mean(rows, "coverage")),
                 fmt(mean(rows, "n_subcalls"), "num1"),
                 fmt(mean(rows, "delegated_chars"), "int"),
@@ -512,10 +518,10 @@ def build(
     sections = [head]
 
     figs = Section("Scores and coverage")
-    p = keep(plots.pass_rate_vs_coverage(scores, labels, out / "pass_rate_vs_coverage.png"))
+    p = keep(plots.score_vs_coverage(scores, labels, out / "score_vs_coverage.png"))
     if p:
         figs.blocks.append(
-            Image(p, "Rubric pass rate vs probe coverage, one point per graded trajectory (all purposes).")
+            Image(p, "Headline score vs probe coverage, one point per graded trajectory (all purposes).")
         )
     if eval_rows:
         base_id = eval_rows[0]["base_policy_id"]
@@ -523,10 +529,10 @@ def build(
         per_room: dict[str, dict[str, float]] = {}
         for r in db.fetch_dicts(
             con,
-            "select policy_id, room_id, avg(pass_rate) as pass_rate from trajectory_scores "
-            "where purpose = 'eval' and pass_rate is not null group by policy_id, room_id",
+            "select policy_id, room_id, avg(score) as score from trajectory_scores "
+            "where purpose = 'eval' and score is not null group by policy_id, room_id",
         ):
-            per_room.setdefault(r["policy_id"], {})[r["room_id"]] = float(r["pass_rate"])
+            per_room.setdefault(r["policy_id"], {})[r["room_id"]] = float(r["score"])
         if cands:
             cand = cands[-1]
             rooms = sorted(set(per_room.get(base_id, {})) | set(per_room.get(cand, {})))
@@ -541,7 +547,7 @@ def build(
             )
             if p:
                 figs.blocks.append(
-                    Image(p, "Mean pass rate per held-out room, base vs SFT (sorted by the base).")
+                    Image(p, "Mean headline score per held-out room, base vs SFT (sorted by the base).")
                 )
     eval_scores = [r for r in scores if r["purpose"] == "eval"] or scores
     p = keep(plots.delegation_vs_size(eval_scores, labels, out / "delegation_vs_size.png"))
@@ -555,6 +561,7 @@ def build(
     sections.append(figs)
 
     sections.append(evaluation_section(labels, eval_id, eval_rows, n_evals))
+    sections.append(known_answers_section(con, labels, eval_rows))
     sections.append(trajectories_section(labels, scores))
     funnel, p = funnel_section(con, out)
     keep(p)

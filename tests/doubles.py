@@ -81,3 +81,28 @@ def _make_scripted(cfg: BackendConfig) -> ScriptedBackend:
     if key not in SCRIPTS:
         raise KeyError(f"models.*.model: no script registered under {key!r} in tests.doubles.SCRIPTS")
     return ScriptedBackend(SCRIPTS[key], name=key, context_tokens=cfg.context_tokens)
+
+
+def memo_score_row(
+    trajectory_id: str, recall: float, precision: float = 1.0, judge: str = "reference", graded_at=None
+) -> dict:
+    """A `memo_scores` row as the grade stage writes it, for warehouses built by hand in tests."""
+    from pipeline import db
+    from pipeline.grading.reference import GRADER_VERSION, headline
+
+    return {
+        "trajectory_id": trajectory_id,
+        "judge": judge,
+        "grader_version": GRADER_VERSION,
+        "recall": recall,
+        "precision": precision,
+        "headline": headline(recall, precision),
+        "n_claims": 0,
+        "n_false_claims": 0,
+        "traps_failed": 0,
+        "memo_words": 100,
+        "budget_words": 1000,
+        "cut": False,
+        "quoted_words": 0,
+        "graded_at": graded_at or db.now(),
+    }

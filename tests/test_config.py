@@ -7,10 +7,10 @@ from pipeline.config import ConfigError, PipelineConfig, config_help, load_confi
 
 def test_recipe_and_overrides_layer(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("sample: {k: 3}\nfilter: {min_pass_rate: 0.5}\n")
+    recipe.write_text("sample: {k: 3}\nfilter: {min_score: 0.5}\n")
     cfg = load_config(recipe, ["sample.k=5", "models.root.kind=openai", "grade.judges=[reference,llm]"])
     assert cfg.sample.k == 5
-    assert cfg.filter.min_pass_rate == 0.5
+    assert cfg.filter.min_score == 0.5
     assert cfg.models.root.kind == "openai"
     assert cfg.grade.judges == ["reference", "llm"]
     assert cfg.sample.concurrency == PipelineConfig().sample.concurrency

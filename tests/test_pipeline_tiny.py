@@ -26,6 +26,7 @@ TABLES = [
     "trajectories",
     "turns",
     "grades",
+    "memo_scores",
     "coverage",
     "selections",
     "datasets",
@@ -41,7 +42,7 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["--recipe", "tiny", "distill", f"run.dir={run}"]) == 0
     out = capsys.readouterr().out
-    assert "held-out pass rate" in out and "report.html" in out
+    assert "held-out score" in out and "report.html" in out
     con = db.connect(run / "pipeline.duckdb")
     for table in TABLES:
         assert con.execute(f"select count(*) from {table}").fetchone()[0] > 0, f"{table} is empty"
@@ -56,7 +57,7 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     sft = con.execute("select policy_id, parent_id from policies where adapter is not null").fetchall()
     assert len(sft) == 1 and sft[0][1] is not None
     metrics = {m for (m,) in con.execute("select distinct metric from evaluations").fetchall()}
-    assert {"pass_rate", "lift", "coverage", "finished_rate"} <= metrics
+    assert {"score", "recall", "precision", "lift", "coverage", "finished_rate"} <= metrics
     assert con.execute("select count(*) from train_logs where eval_loss is not null").fetchone()[0] > 0
     assert (run / "report" / "report.html").exists()
     n_train_before = con.execute("select count(*) from trajectories where purpose = 'train'").fetchone()[0]

@@ -6,7 +6,7 @@ import pytest
 
 from pipeline import db
 from pipeline.harness.trace import Subcall, Trace, Turn
-from pipeline.trace_store import TraceWriter, load_traces, trajectory_id
+from pipeline.trace_store import TraceWriter, findings, load_traces, trajectory_id
 
 # The fixtures' sample keys: (room-a, p1, train, index); ids derive from them.
 IL, OC = trajectory_id("p1", "room-a", "train", 0), trajectory_id("p1", "room-a", "train", 1)
@@ -102,6 +102,22 @@ def one_cell_trace() -> Trace:
     t.turns = [_turn(0, "```python\nr = llm_batch(p)\nsubmit('\\n'.join(r))\n```", 0.0)]
     t.subcalls = [_call(0, 0, "p" * 7, "[a.txt] Change of control consent needed from lender.")]
     return t
+
+
+def test_structured_findings_reach_the_memo_by_their_summary_or_quote():
+    restated = orjson.dumps(
+        {"kind": "mfn", "path": "a.txt", "quote": "no less favorable", "summary": "Acme has MFN pricing."}
+    ).decode()
+    quoted = orjson.dumps(
+        {"kind": "mfn", "quote": "prices shall be no less favorable", "summary": ""}
+    ).decode()
+    dropped = orjson.dumps({"kind": "mfn", "quote": "never written", "summary": "Nor this."}).decode()
+    memo = 'MFN (a.txt): Acme has MFN pricing. Quote: "prices shall be no less favorable".'
+    resolved = "Resolved: mfn / Acme (b.txt): MFN pricing resolved: the clause was deleted."
+    calls = [_call(0, 0, "p", "\n".join([restated, quoted, dropped, "{not json but long enough", resolved]))]
+    # four findings (a Resolved line is none); two reached the memo, a broken line is a plain line
+    assert findings(memo, calls) == (4, 2)
+    assert findings(memo + " {not json but long enough", calls) == (4, 3)
 
 
 @pytest.fixture

@@ -38,6 +38,10 @@ Verdict = tuple[str, bool | None, str]  # (criterion_id, passed or None = ungrad
 SYSTEM_PROMPT = (
     "You are a meticulous M&A due-diligence reviewer grading a diligence memo against rubric criteria. "
     "For each numbered criterion decide whether the memo satisfies it. Judge only what the memo says. "
+    "A criterion passes only when the memo itself states the finding in its own words together with what the "
+    "criterion asks for (a citation, an amount, a next step) about the same matter; pasted source text, bare "
+    "lists of file names and generic risk phrases do not pass, and a statement that something was not found "
+    "does not claim it. "
     "Reply with JSON only, no prose and no markdown, exactly in this shape: "
     '{"verdicts": [{"id": "<criterion number>", "pass": true or false, "reason": "<one line>"}]} '
     "with one verdict for every criterion."

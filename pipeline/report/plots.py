@@ -34,9 +34,9 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def pass_rate_vs_coverage(rows: Sequence[dict], labels: dict[str, str], path: Path) -> Path | None:
-    """One point per graded trajectory: rubric pass rate against probe coverage (log x), colour = policy."""
-    pts = [r for r in rows if r.get("pass_rate") is not None and r.get("coverage") is not None]
+def score_vs_coverage(rows: Sequence[dict], labels: dict[str, str], path: Path) -> Path | None:
+    """One point per graded trajectory: headline score against probe coverage (log x), colour = policy."""
+    pts = [r for r in rows if r.get("score") is not None and r.get("coverage") is not None]
     if not pts:
         return None
     fig = Figure(figsize=(7, 4.5))
@@ -47,7 +47,7 @@ def pass_rate_vs_coverage(rows: Sequence[dict], labels: dict[str, str], path: Pa
         mine = [r for r in pts if r["policy_id"] == pid]
         ax.scatter(
             [max(float(r["coverage"]), COVERAGE_FLOOR) for r in mine],
-            [100 * float(r["pass_rate"]) for r in mine],
+            [100 * float(r["score"]) for r in mine],
             s=22,
             alpha=0.7,
             color=colours[pid],
@@ -57,7 +57,7 @@ def pass_rate_vs_coverage(rows: Sequence[dict], labels: dict[str, str], path: Pa
     ax.set_xlim(COVERAGE_FLOOR * 0.8, 1.25)
     ax.set_ylim(-3, 103)
     ax.set_xlabel(f"probe coverage (log scale; 0 drawn at {COVERAGE_FLOOR:g})")
-    ax.set_ylabel("rubric pass rate (%)")
+    ax.set_ylabel("headline score (%)")
     ax.set_title("Pass rate vs coverage, one point per trajectory")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
@@ -67,7 +67,7 @@ def pass_rate_vs_coverage(rows: Sequence[dict], labels: dict[str, str], path: Pa
 def heldout_rooms(
     rooms: Sequence[str], base: dict[str, float], cand: dict[str, float], labels: tuple[str, str], path: Path
 ) -> Path | None:
-    """Dumbbell chart: base and candidate mean pass rate per held-out room, sorted by the base's."""
+    """Dumbbell chart: base and candidate mean headline score per held-out room, sorted by the base's."""
     both = [r for r in rooms if r in base and r in cand]
     if not both:
         return None
@@ -86,7 +86,7 @@ def heldout_rooms(
     ax.scatter([100 * cand[r] for r in both], ys, s=30, color="#d62728", zorder=3, label=labels[1])
     ax.set_yticks(ys, both, fontsize=8)
     ax.set_xlim(-3, 103)
-    ax.set_xlabel("mean rubric pass rate (%)")
+    ax.set_xlabel("mean headline score (%)")
     ax.set_title("Held-out rooms: base vs SFT")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")

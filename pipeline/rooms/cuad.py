@@ -572,6 +572,9 @@ def _room(
         if c in contracts:
             placed.append((c, path))
     criteria = [crit for c, path in placed for crit in _criteria(c, path)]
+    # every category the experts labelled Yes or No, for each labelled contract: the grader's truth
+    # for claims (a claim of a category labelled No is false), beyond the identify criteria
+    labels = {path: _labels(c) for c, path in placed}
     room = Room(
         name=name,
         target={
@@ -593,9 +596,21 @@ def _room(
         criteria=criteria,
         source="cuad",
         seed=seed,
+        claim_labels=labels,
     )
     room.probes = sample_probes(room.documents, seed)
     return room
+
+
+def _labels(c: CuadContract) -> dict[str, bool]:
+    """category slug -> labelled Yes (True) or No (False); categories with neither are left out."""
+    out = {}
+    for cat in CATEGORIES_CUAD:
+        if c.labelled_yes(cat.column):
+            out[cat.slug] = True
+        elif c.labelled_no(cat.column):
+            out[cat.slug] = False
+    return out
 
 
 def _criteria(c: CuadContract, path: str) -> list[Criterion]:

@@ -132,6 +132,10 @@ class Room:
     source: str = "generated"
     split: str = "train"
     seed: int | None = None
+    # path -> {claim kind: labelled present?} for rooms whose truth goes beyond their criteria
+    # (CUAD: every category labelled Yes or No for each labelled contract); see
+    # pipeline.grading.reference.claim_truth
+    claim_labels: dict[str, dict[str, bool]] = field(default_factory=dict)
 
     @property
     def folders(self) -> list[str]:

@@ -189,6 +189,12 @@ def _phrase(group: list[str], forbidden: set[str]) -> str:
     return group[0]
 
 
+def _short_quote(text: str, words: int = 25) -> str:
+    """The first ``words`` words of ``text``: a cited quote, not a pasted clause."""
+    parts = text.split()
+    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+
+
 def evidence_memo(room: Room) -> str:
     """A memo written from the rubric's own evidence: one paragraph per planted issue, no decoys.
 
@@ -223,7 +229,7 @@ def evidence_memo(room: Room) -> str:
             + (f" Amount: {', '.join(amounts)}." if amounts else "")
             + f" Sources: {', '.join(paths)}."
             + (f" Next step: {'; '.join(steps)}." if steps else "")
-            + (f' Evidence: "{evidence}"' if evidence else "")
+            + (f' Evidence: "{_short_quote(evidence)}"' if evidence else "")
         )
         paras.append(_SPACES.sub(" ", text))
     return "\n\n".join(paras) + "\n"

@@ -90,6 +90,7 @@ def save_room(con: duckdb.DuckDBPyConnection, room: Room, replace: bool = False)
                     "n_documents": len(room.documents),
                     "n_tokens": room.n_tokens,
                     "created_at": db.now(),
+                    "claim_labels": room.claim_labels or None,
                 }
             ],
         )
@@ -142,4 +143,5 @@ def load_room(con: duckdb.DuckDBPyConnection, name: str, with_text: bool = True)
         source=m["source"],
         split=m["split"],
         seed=m["seed"],
+        claim_labels=json.loads(m["claim_labels"]) if m.get("claim_labels") else {},
     )

@@ -15,7 +15,7 @@ scores as (
 ),
 
 room_means as (
-    select room_id, avg(pass_rate) as room_mean_pass_rate from scores group by room_id
+    select room_id, avg(score) as room_mean_score from scores group by room_id
 ),
 
 code as (
@@ -32,13 +32,13 @@ rules as (
     select
         s.trajectory_id,
         s.room_id,
-        s.pass_rate,
+        s.score,
         s.coverage,
         coalesce(c.code_hash, md5(s.trajectory_id)) as code_hash,
         case
             when $require_submit and s.status <> 'submitted' then 'not_finished'
-            when s.pass_rate < $min_pass_rate then 'score'
-            when $min_relative is not null and s.pass_rate < m.room_mean_pass_rate + $min_relative then 'score'
+            when s.score < $min_score then 'score'
+            when $min_relative is not null and s.score < m.room_mean_score + $min_relative then 'score'
             when s.coverage < $min_coverage then 'coverage'
             when $max_trap_failures is not null and s.trap_failures > $max_trap_failures then 'trap'
             when coalesce(c.root_chars, 0) > $max_root_chars then 'too_long'
@@ -57,7 +57,7 @@ deduplicated as (
         -- judge are deterministic given the code); the same code on another
         -- room is a different example and is kept
         row_number() over (
-            partition by room_id, code_hash order by pass_rate desc, coverage desc, trajectory_id
+            partition by room_id, code_hash order by score desc, coverage desc, trajectory_id
         ) as dup_rank
     from rules
     where rule = 'ok'
@@ -66,7 +66,7 @@ deduplicated as (
 ranked as (
     select
         *,
-        row_number() over (partition by room_id order by pass_rate desc, coverage desc, trajectory_id) as room_rank
+        row_number() over (partition by room_id order by score desc, coverage desc, trajectory_id) as room_rank
     from deduplicated
     where dup_rank = 1
 ),

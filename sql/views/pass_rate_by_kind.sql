@@ -1,11 +1,17 @@
--- Reference-judge pass rate per policy, purpose and criterion kind.
+-- Reference-judge pass rate per policy, purpose and criterion kind (newest grader version).
 with
+
+src_scores as (
+    -- the grader version each trajectory's scores come from (its newest)
+    select trajectory_id, grader_version from trajectory_scores where graded
+),
 
 src_grades as (
     -- kind is copied onto each grade from its criterion when graded (migration 003)
-    select trajectory_id, kind, passed
-    from grades
-    where judge = 'reference' and kind is not null
+    select g.trajectory_id, g.kind, g.passed
+    from grades as g
+    join src_scores as s on s.trajectory_id = g.trajectory_id and s.grader_version = g.grader_version
+    where g.judge = 'reference' and g.kind is not null
 ),
 
 src_trajectories as (

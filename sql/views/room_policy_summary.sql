@@ -13,8 +13,10 @@ final as (
         any_value(room_n_documents) as room_n_documents,
         any_value(room_n_tokens) as room_n_tokens,
         count(*) as n_trajectories,
-        avg(pass_rate) as pass_rate,
-        max(pass_rate) as best_pass_rate,
+        avg(score) as score,
+        max(score) as best_score,
+        avg(recall) as recall,
+        avg("precision") as "precision",
         avg(coverage) as coverage,
         avg(finished::int) as finished_rate,
         avg(n_subcalls) as subcalls

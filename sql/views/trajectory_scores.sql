@@ -1,4 +1,5 @@
--- One row per trajectory: rubric scores from the reference judge, coverage,
+-- One row per trajectory: scores from the reference judge (its newest grader
+-- version for the trajectory), coverage,
 -- and the behaviour metrics of the reference report. Everything downstream
 -- (filter, evaluate, report, queries) reads trajectories through this view.
 with
@@ -11,12 +12,23 @@ src_rooms as (
     select room_id, split, n_documents, n_tokens from rooms
 ),
 
+src_memo_scores as (
+    -- the reference judge's scores from the newest grader version that graded each trajectory;
+    -- regrading keeps older versions' rows, which stay queryable in memo_scores
+    select *
+    from memo_scores
+    where judge = 'reference'
+    qualify grader_version = max(grader_version) over (partition by trajectory_id)
+),
+
 src_grades as (
     -- is_trap is copied onto each grade from its criterion when graded (migration 003);
     -- a grade whose criterion is unknown has none and is left out
+    -- a trajectory's newest grader version only (older rows stay after a regrade)
     select trajectory_id, passed, is_trap
     from grades
     where judge = 'reference' and is_trap is not null
+    qualify grader_version = max(grader_version) over (partition by trajectory_id)
 ),
 
 src_coverage as (
@@ -58,13 +70,23 @@ final as (
         t.sample_index,
         t.status,
         t.status = 'submitted' as finished,
-        s.trajectory_id is not null as graded,
+        m.trajectory_id is not null as graded,
         coalesce(s.n_criteria, 0) as n_criteria,
         coalesce(s.n_passed, 0) as n_passed,
-        -- share of all criteria passed; traps count as passed unless the memo flags the decoy
-        s.n_passed / nullif(s.n_criteria, 0) as pass_rate,
+        -- the headline every stage ranks by: F1 of recall and precision (pipeline.grading.reference)
+        m.headline as score,
         -- share of the non-trap criteria passed
-        s.n_issue_passed / nullif(s.n_issue_criteria, 0) as issue_pass_rate,
+        m.recall,
+        -- claims the room supports, above chance; 1 when the memo claims nothing
+        m."precision",
+        m.n_claims,
+        m.n_false_claims,
+        m.grader_version,
+        -- the memo ran past the reading budget and was graded on its first budget_words words
+        m.cut as memo_cut,
+        m.quoted_words,
+        -- share of all criteria passed, traps counted as passed unless flagged (grader version 1's headline)
+        s.n_passed / nullif(s.n_criteria, 0) as criteria_pass_rate,
         coalesce(s.trap_failures, 0) as trap_failures,
         coalesce(c.coverage, 0) as coverage,
         coalesce(c.root_coverage, 0) as root_coverage,
@@ -73,7 +95,7 @@ final as (
         t.n_subcalls,
         t.delegated_chars,
         t.memo_chars,
-        -- share of subagent findings that made it into the memo verbatim
+        -- share of subagent findings that reached the memo (a plain line verbatim, a structured one by its summary or quote)
         t.n_findings_carried / nullif(t.n_findings, 0) as findings_carried,
         -- the root began its memo in a turn before the one whose subagent call returned last:
         -- it wrote while subagents were still reading (one cell that calls llm_batch and then
@@ -86,6 +108,7 @@ final as (
         r.n_documents as room_n_documents,
         r.n_tokens as room_n_tokens
     from src_trajectories as t
+    left join src_memo_scores as m using (trajectory_id)
     left join scores as s using (trajectory_id)
     left join cov as c using (trajectory_id)
     left join src_rooms as r using (room_id)

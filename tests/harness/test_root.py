@@ -87,7 +87,9 @@ def test_submit_path(room, room_dir, extractive):
     }
     assert prompted == {d.path for d in room.documents}
     assert any(d.path in trace.memo for d in room.documents)
-    assert "Next steps" in trace.memo
+    # One short paragraph per finding, written from the subagents' structured findings.
+    paragraphs = trace.memo.split("\n\n")[1:]
+    assert paragraphs and all("Next step: " in p and len(p.split()) <= 90 for p in paragraphs)
     assert trace.usage["root-model"]["calls"] == 1
     assert trace.usage["extractive"]["calls"] == len(trace.subcalls)
     # The request carried no extra keys, the trace keeps the example marks.

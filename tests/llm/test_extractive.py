@@ -1,14 +1,29 @@
-"""Extractive subagent (not an LLM): prompt parsing, risk sentences, bounds, context refusal."""
+"""Extractive subagent (not an LLM): prompt parsing, structured findings, bounds, context refusal."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from pipeline.config import BackendConfig
+from pipeline.grading.claim_kinds import GENERATED, generated_claim_kind
 from pipeline.llm.base import ContextLimitError, GenerationParams, make_backend
-from pipeline.llm.extractive import ExtractiveBackend, extract, parse_prompt, split_sentences
+from pipeline.llm.extractive import (
+    QUOTE_WORDS,
+    TEMPLATES,
+    ExtractiveBackend,
+    claimed_kinds,
+    extract,
+    kind_of,
+    parse_prompt,
+    parties,
+    split_sentences,
+)
+from pipeline.rooms.generator import generate_room
+from pipeline.rooms.model import count_tokens
+from pipeline.rooms.rubric import grade_memo, parse_amounts
 
 MSA = """MASTER SERVICES AGREEMENT
 
@@ -25,9 +40,31 @@ Annual rent is $2.4 million, payable in advance."""
 BORING = """MINUTES
 The meeting started at 9am. Coffee was served. The meeting ended at 10am."""
 
+KEYS = ["kind", "issue", "path", "parties", "amounts", "quote", "summary", "next_step", "key", "note"]
+
 
 def prompt(*docs: tuple[str, str], instruction: str = "List the diligence risks in these documents.") -> str:
     return instruction + "\n\n" + "\n\n".join(f"=== {p} ===\n{t}" for p, t in docs)
+
+
+def findings(lines: list[str]) -> list[dict]:
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def paragraph(f: dict) -> str:
+    """The finding's memo paragraph (what the worked-example program writes), checked against its fields."""
+    note = f["note"]
+    for part in (
+        f["issue"],
+        f["path"],
+        f["summary"],
+        f'"{f["quote"]}"',
+        f["next_step"],
+        *f["parties"],
+        *f["amounts"],
+    ):
+        assert part in note, (part, note)
+    return note
 
 
 def test_parse_prompt_headers():
@@ -46,35 +83,168 @@ def test_parse_prompt_headers():
     assert [b.path for b in blocks] == ["prompt"]
 
 
-def test_extracts_risk_sentences_with_paths_in_document_order():
+def test_structured_findings_per_document_in_order():
     lines = extract(prompt(("a/msa.txt", MSA), ("b/lease.txt", LEASE), ("c/minutes.txt", BORING)))
-    msa = [line for line in lines if line.startswith("[a/msa.txt] ")]
-    assert any("Change of Control" in line for line in msa)
-    assert any("unlimited and uncapped" in line for line in msa)
-    assert any("most favored nation" in line for line in msa)
-    assert not any("painted blue" in line or "quarterly" in line for line in lines)
-    assert msa.index(next(x for x in msa if "Change of Control" in x)) < msa.index(
-        next(x for x in msa if "most favored" in x)
-    )
-    lease = [line for line in lines if line.startswith("[b/lease.txt] ")]
-    assert any("Landlord consent" in line for line in lease) and any("$2.4 million" in line for line in lease)
     assert lines[-1] == "No diligence issues found in c/minutes.txt."
+    found = findings(lines)
+    assert len(found) == len(lines) - 1  # every other line is one whole JSON object
+    assert all(list(f) == KEYS for f in found)
+    msa = [f for f in found if f["path"] == "a/msa.txt"]
+    # one finding per risk, by kind, in document order; the painted office is no risk
+    assert [f["kind"] for f in msa] == ["coc_termination", "uncapped_liability", "mfn"]
+    assert not any("painted" in f["quote"] or "quarterly" in f["quote"] for f in found)
+    coc = msa[0]
+    assert coc["issue"] == "Change-of-control termination right"
+    assert "change of control" in coc["summary"] and "terminate" in coc["summary"]
+    assert coc["quote"].startswith("Either party may terminate this Agreement upon a Change of Control")
+    (lease,) = [f for f in found if f["path"] == "b/lease.txt"]
+    assert lease["kind"] == "lease_landlord_consent"
+    assert lease["amounts"] == ["$2.4 million"]  # the rent the clause puts at risk, from the next sentence
+    assert lease["parties"] == []  # "Tenant", "Lease" and "Landlord" are defined terms, not parties
+    assert "consent" in lease["next_step"].lower()
 
 
-def test_sentence_count_is_bounded_and_deterministic():
-    many = " ".join(
-        f"Clause {i}: the supplier shall indemnify the customer for all claims." for i in range(30)
+def test_planted_issues_of_generated_rooms_are_found_with_their_entities():
+    """Every planted issue kind: the right kind, its criterion entities, its amount, a short quote,
+    and a paragraph written from the finding passes the issue's identify, cite, quantify and next_step."""
+    room = generate_room("extractive-test", seed=0, n_documents=200, tokens_per_document=200)
+    docs = {d.path: d for d in room.documents}
+    issue_kinds = set()
+    for c in room.criteria:
+        if c.kind != "identify" or c.is_trap:
+            continue
+        issue_kinds.add(c.issue_kind)
+        path = c.evidence_paths[0]
+        found = findings(extract(prompt((path, docs[path].text))))
+        kind = generated_claim_kind(c.issue_kind)
+        hits = [f for f in found if f["kind"] == kind]
+        assert len(hits) == 1, (c.issue_kind, found)
+        f = hits[0]
+        assert f["path"] == path
+        assert set(c.entities) <= set(f["parties"]), (c.issue_kind, f["parties"])
+        assert room.target["name"] not in f["parties"] and room.target["short_name"] not in f["parties"]
+        assert not {"Company", "Agreement", "Change of Control"} & set(f["parties"])
+        assert 0 < len(f["quote"].replace("...", " ").split()) <= QUOTE_WORDS
+        assert f["quote"].replace("...", "").split()[0] in " ".join(docs[path].text.split())
+        assert claimed_kinds(paragraph(f)) == {kind}, (c.issue_kind, paragraph(f))  # claims its own kind only
+        crits = [
+            x
+            for x in room.criteria
+            if x.issue_id == c.issue_id and x.kind != "connect" and x.kind != "absence"
+        ]
+        for x in crits:
+            if x.kind == "quantify":
+                assert any(
+                    abs(v - a.value) <= a.value * a.tolerance
+                    for a in x.amounts
+                    for v in parse_amounts(" ".join(f["amounts"]) + " " + f["summary"])
+                ), (c.issue_kind, f["amounts"])
+        graded = {cid: (ok, why) for cid, ok, why in grade_memo(crits, paragraph(f))}
+        assert all(ok for ok, _ in graded.values()), (c.issue_kind, graded)
+    assert len(issue_kinds) == 15  # the room holds every kind the generator plants
+
+
+def test_resolved_issues_come_back_as_resolved_lines_with_the_same_key():
+    """Each decoy: the clause reads as an open finding, the document that resolves it (amendment, waiver,
+    payoff letter, dismissal, renewal) as a "Resolved: <key>" line with the same key (kind / party)."""
+    room = generate_room("extractive-decoys", seed=0, n_documents=200, tokens_per_document=200)
+    docs = {d.path: d for d in room.documents}
+    traps = [c for c in room.criteria if c.is_trap]
+    assert len({c.issue_kind for c in traps}) >= 3
+    for c in traps:
+        (entity,) = c.entities
+        original, resolving = c.evidence_paths[0], c.evidence_paths[-1]
+        assert kind_of(c.evidence) is None, c.evidence
+        flagged = findings(extract(prompt((original, docs[original].text))))
+        assert len(flagged) == 1 and entity in flagged[0]["parties"], flagged
+        assert flagged[0]["key"] == f"{flagged[0]['kind']} / {entity}"
+        lines = extract(prompt((resolving, docs[resolving].text)))
+        assert not [f for f in findings(lines) if f["kind"] == flagged[0]["kind"]], lines
+        assert [x for x in lines if x.startswith(f"Resolved: {flagged[0]['key']} ({resolving}): ")], lines
+    # a planted issue's clause is never read as resolved
+    planted = {p for c in room.criteria if not c.is_trap for p in c.evidence_paths}
+    assert not [
+        x for x in extract(prompt(*[(p, docs[p].text) for p in sorted(planted)])) if x.startswith("Resolved")
+    ]
+
+
+def test_parties():
+    assert parties(
+        "Based on the examination, the New York State Department of Taxation and Finance proposes an assessment."
+    ) == ["New York State Department of Taxation and Finance"]
+    assert parties(
+        "Inventors: Ivan Okafor, Uma Takahashi and Milan Sullivan, each of whom was employed."
+    ) == [
+        "Ivan Okafor",
+        "Uma Takahashi",
+        "Milan Sullivan",
+    ]
+    assert parties(
+        "Our records indicate that Permit No. SW-36612 issued to the Company's facility expired."
+    ) == ["SW-36612"]
+    # legal suffixes dropped, titles and defined terms are not parties, the target company is excluded
+    assert parties(
+        'This Exclusive Distribution Agreement is between Heron Robotics Ltd and Bluestone Logistics LLC ("Distributor").',
+        exclude=("Heron Robotics Ltd",),
+    ) == ["Bluestone Logistics"]
+    assert parties("Plaintiff Bluestone Logistics claims that the Company breached the Agreement.") == [
+        "Bluestone Logistics"
+    ]
+
+
+def test_kinds_follow_the_signatures():
+    assert set(GENERATED) <= set(TEMPLATES)
+    # a change-of-control default also "terminates"; the more specific kind wins
+    assert (
+        kind_of("Upon a change of control, the Lender may declare all loans due and payable.")
+        == "debt_coc_default"
     )
-    p = prompt(("big/contract.txt", many))
-    assert len(extract(p, max_sentences=8)) == 8
+    # everyday contract wording is no litigation or tax finding
+    assert (
+        kind_of("The prevailing party in any action to enforce this Agreement may recover legal fees.")
+        is None
+    )
+    assert kind_of("An audit notice of ten Business Days is required, and the audit was completed.") is None
+    # CUAD categories when no generated kind matches
+    assert (
+        kind_of("Licensee may terminate for convenience on ninety days' notice.")
+        == "termination_for_convenience"
+    )
+
+
+def test_findings_are_bounded_best_first_and_deterministic():
+    text = "\n\n".join(
+        [
+            "The parties meet quarterly to review the service levels agreed in this document.",
+            "Acme Corp may terminate this Agreement if the Company undergoes a change of control.",
+            "Customer shall receive most favored nation pricing on all renewals of the order forms.",
+            "The Company's obligation to indemnify Acme Corp is unlimited and uncapped in every respect.",
+            "Any breach of the covenant in this section may cause damage to the receiving party.",
+        ]
+    )
+    p = prompt(("big/contract.txt", text))
+    assert [f["kind"] for f in findings(extract(p))] == ["coc_termination", "mfn", "uncapped_indemnity"]
+    # the best two by risk score, back in document order
+    assert [f["kind"] for f in findings(extract(p, max_sentences=2))] == [
+        "coc_termination",
+        "uncapped_indemnity",
+    ]
     assert extract(p) == extract(p)
+    # within a token budget: the best finding first, even when it comes last
+    two = prompt(
+        ("x/c.txt", "\n\n".join(text.split("\n\n")[2:0:-1]))
+    )  # the MFN clause, then the change of control
+    assert [f["kind"] for f in findings(extract(two))] == ["mfn", "coc_termination"]
+    assert [f["kind"] for f in findings(extract(two, max_tokens=1))] == ["coc_termination"]
 
 
 def test_instruction_terms_select_sentences():
     doc = "The warehouse roof was replaced in 2021. The cafeteria opened in May."
     assert extract(prompt(("r/facility.txt", doc)))[0].startswith("No diligence issues")
-    lines = extract(prompt(("r/facility.txt", doc), instruction="When was the warehouse roof replaced?"))
-    assert lines == ["[r/facility.txt] The warehouse roof was replaced in 2021."]
+    found = findings(
+        extract(prompt(("r/facility.txt", doc), instruction="When was the warehouse roof replaced?"))
+    )
+    assert [(f["kind"], f["quote"]) for f in found] == [("other", "The warehouse roof was replaced in 2021.")]
 
 
 def test_split_sentences_keeps_amounts_and_sections_whole():
@@ -89,13 +259,22 @@ def test_backend_usage_limits_and_refusal():
     assert isinstance(b, ExtractiveBackend) and b.name == "extractive"
     msgs = [{"role": "system", "content": "Be terse. Terminate all exclusive deals."},
             {"role": "user", "content": prompt(("a/msa.txt", MSA))}]  # fmt: skip
-    comp = asyncio.run(b.complete(msgs, GenerationParams(max_tokens=512)))
-    assert comp.text.splitlines()[0].startswith("[a/msa.txt] ")
+    comp = asyncio.run(b.complete(msgs, GenerationParams(max_tokens=2048)))
+    found = [json.loads(line) for line in comp.text.splitlines()]
+    assert [f["path"] for f in found] == ["a/msa.txt"] * 3
     assert "Be terse" not in comp.text  # the system prompt is not a document
     assert comp.prompt_tokens > 50 and comp.completion_tokens > 0 and comp.finish_reason == "stop"
 
-    short = asyncio.run(b.complete(msgs, GenerationParams(max_tokens=30)))
-    assert len(short.text.splitlines()) < len(comp.text.splitlines()) and short.finish_reason == "length"
+    # Over max_tokens: the best findings that fit, whole lines, in document order.
+    budget = sum(count_tokens(json.dumps(f, ensure_ascii=False) + "\n") for f in found if f["kind"] != "mfn")
+    short = asyncio.run(b.complete(msgs, GenerationParams(max_tokens=budget)))
+    assert short.finish_reason == "length"
+    assert [json.loads(line)["kind"] for line in short.text.splitlines()] == [
+        "coc_termination",
+        "uncapped_liability",
+    ]
+    one = asyncio.run(b.complete(msgs, GenerationParams(max_tokens=10)))  # at least one line, the best
+    assert [json.loads(line)["kind"] for line in one.text.splitlines()] == ["coc_termination"]
 
     with pytest.raises(ContextLimitError, match="2000-token context"):
         asyncio.run(b.complete([{"role": "user", "content": MSA * 40}], GenerationParams()))

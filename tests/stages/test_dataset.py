@@ -130,7 +130,7 @@ def make_warehouse(
         ok = accept and not tid.endswith("rejected")
         sel_rows.append(
             {"selection_id": "sel-1", "trajectory_id": tid, "accepted": ok,
-             "reason": "accepted" if ok else "min_pass_rate", "params": {"min_pass_rate": 0.3, "min_coverage": 0.5},
+             "reason": "accepted" if ok else "min_score", "params": {"min_score": 0.3, "min_coverage": 0.5},
              "created_at": db.now()}
         )  # fmt: skip
     tables = {"rooms": room_rows, "trajectories": traj_rows, "selections": sel_rows}
@@ -235,7 +235,7 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
 
     # Card and registration.
     card = json.loads((folder / "card.json").read_text())
-    assert card["selection_id"] == "sel-1" and card["filter_params"]["min_pass_rate"] == 0.3
+    assert card["selection_id"] == "sel-1" and card["filter_params"]["min_score"] == 0.3
     assert card["context_distillation"] is False and card["counts"]["dropped_too_long"] == 1
     assert card["trajectory_ids"]["dropped"] == ["room-a-long"]
     assert "room-a-rejected" not in json.dumps(card["trajectory_ids"])

@@ -4,11 +4,13 @@ import pytest
 
 from pipeline import db
 from pipeline.config import load_config
+from pipeline.grading.reference import GRADER_VERSION
 from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
 from pipeline.rooms.model import Criterion, Document, Room
 from pipeline.trace_store import TraceWriter, trajectory_id
 from stages import filter as filter_stage
+from tests.doubles import memo_score_row
 
 
 def _id(i: int) -> str:
@@ -22,7 +24,7 @@ def _named(rows, specs) -> dict:
 
 
 def _warehouse(tmp_path, specs):
-    """specs: (tid, status, n_passed of 4, coverage in [0,1], code)."""
+    """specs: (tid, status, n_passed of 4, coverage in [0,1], code); recall = n_passed / 4, precision 1."""
     cfg = load_config("tiny", [f"run.dir={tmp_path}"])
     con = db.connect(cfg.run.db_path)
     room = Room(
@@ -62,9 +64,11 @@ def _warehouse(tmp_path, specs):
                         "graded_at": db.now(),
                         "kind": "identify",
                         "is_trap": False,
+                        "grader_version": GRADER_VERSION,
                     }
                     for k in range(4)
-                ]
+                ],
+                "memo_scores": [memo_score_row(tid, n_passed / 4)],
             },
         )
     con.close()
@@ -81,7 +85,7 @@ def test_rules_in_funnel_order(tmp_path, capsys):
     ]
     cfg = _warehouse(tmp_path, specs)
     cfg.filter.require_submit = True
-    cfg.filter.min_pass_rate = 0.5
+    cfg.filter.min_score = 0.5
     cfg.filter.min_coverage = 0.5
     counts = filter_stage.run(cfg)
     con = db.connect(cfg.run.db_path)
@@ -108,12 +112,12 @@ def test_rules_in_funnel_order(tmp_path, capsys):
 
 def test_zero_accepted_is_an_error_with_exit_1(tmp_path, capsys):
     cfg = _warehouse(tmp_path, [("t-low", "submitted", 0, 1.0, "a()")])
-    cfg.filter.min_pass_rate = 0.9
+    cfg.filter.min_score = 0.9
     with pytest.raises(filter_stage.NoAcceptedTrajectories, match="0 of 1"):
         filter_stage.run(cfg)
     from pipeline.cli import main
 
-    assert main(["--recipe", "tiny", "filter", f"run.dir={tmp_path}", "filter.min_pass_rate=0.9"]) == 1
+    assert main(["--recipe", "tiny", "filter", f"run.dir={tmp_path}", "filter.min_score=0.9"]) == 1
     assert "0 of 1 trajectories accepted" in capsys.readouterr().err
 
 
@@ -124,7 +128,7 @@ def test_top_k_and_relative_to_room_mean(tmp_path):
         ("t3", "submitted", 2, 1.0, "c()"),
     ]
     cfg = _warehouse(tmp_path, specs)
-    cfg.filter.min_pass_rate = 0.0
+    cfg.filter.min_score = 0.0
     cfg.filter.min_coverage = 0.0
     cfg.filter.top_k_per_room = 1
     filter_stage.run(cfg)

@@ -1,6 +1,7 @@
 """The grade stage end to end: a real HTTP judge server whose answers are never valid JSON."""
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -109,3 +110,119 @@ def test_invalid_json_judge_leaves_ungraded_rows_that_never_count(tmp_path, judg
     assert n == n_criteria
     # a rerun finds nothing left to grade: ungraded rows are recorded, not retried forever
     assert grade.run(cfg)["graded_llm"] == 0
+
+
+def _one_trajectory(tmp_path, memo: str, index: int = 0) -> tuple[list[str], str]:
+    """A tiny-recipe warehouse (created on first use) with one submitted trajectory holding ``memo``."""
+    base = [f"run.dir={tmp_path}", "rooms.n_rooms=1", "rooms.heldout_fraction=0.0"]
+    if not (tmp_path / "pipeline.duckdb").exists():
+        rooms.run(load_config("tiny", base))
+    con = db.connect(tmp_path / "pipeline.duckdb")
+    room = store.load_room(con, store.room_names(con)[0])
+    tid = trajectory_id("p1", room.room_id, "train", index)
+    trace = Trace(tid, room.name, "p1", status="submitted", memo=memo, started_at="2026-12-01T00:00:00")
+    trace.turns = [Turn(0, [{"role": "user", "content": "task"}], "```python\nsubmit(m)\n```", "submit(m)")]
+    w = TraceWriter(con)
+    w.add_trace(trace, room_id=room.room_id, policy_id="p1", sample_index=index, purpose="train")
+    w.flush()
+    con.close()
+    return base, tid
+
+
+def test_regrade_keeps_old_versions_and_views_read_the_newest(tmp_path):
+    from pipeline.cli import main
+    from pipeline.rooms.rubric import evidence_memo
+
+    con_path = tmp_path / "pipeline.duckdb"
+    base, _ = _one_trajectory(tmp_path, "placeholder")
+    con = db.connect(con_path)
+    room = store.load_room(con, store.room_names(con)[0])
+    con.execute("update trajectories set memo = ?", [evidence_memo(room)])
+    # grades written by grader version 1: every criterion failed, no memo_scores row
+    db.write_rows(
+        con,
+        "grades",
+        [
+            {"trajectory_id": tid, "criterion_id": c.criterion_id, "judge": "reference", "passed": False,
+             "reason": "v1", "graded_at": db.now(), "kind": c.kind, "is_trap": c.is_trap, "grader_version": 1}
+            for (tid,) in con.execute("select trajectory_id from trajectories").fetchall()
+            for c in room.criteria
+        ],
+    )  # fmt: skip
+    con.close()
+    assert grade.run(load_config("tiny", base))["graded_reference"] == 0  # graded already, by v1
+    con = db.connect(con_path)
+    assert con.execute("select graded, score from trajectory_scores").fetchall() == [(False, None)]
+    con.close()
+
+    assert main(["--recipe", "tiny", "grade", "--regrade", *base]) == 0
+    con = db.connect(con_path)
+    by_version = dict(
+        con.execute("select grader_version, count(*) from grades group by 1 order by 1").fetchall()
+    )
+    assert by_version == {1: len(room.criteria), 2: len(room.criteria)}  # the old rows stay
+    score, version, criteria_rate = con.execute(
+        "select score, grader_version, criteria_pass_rate from trajectory_scores"
+    ).fetchone()
+    assert (score, version) == (1.0, 2) and criteria_rate == 1.0  # the oracle memo, graded by v2 only
+    kinds = dict(con.execute("select kind, pass_rate from pass_rate_by_kind").fetchall())
+    assert kinds and all(v == 1.0 for v in kinds.values())  # v1's failures are not mixed in
+    assert con.execute("select grader_versions from policy_summary").fetchone()[0] == "2"
+    con.close()
+    # nothing left: a second regrade grades nothing
+    assert grade.run(load_config("tiny", [*base, "grade.regrade=true"]))["graded_reference"] == 0
+
+
+def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
+    """A gullible scripted judge passes everything it is shown; pasted source never reaches it."""
+    from pipeline.grading.known_answers import known_memos
+    from tests.doubles import SCRIPTS
+
+    shown: list[str] = []
+
+    def gullible(messages):
+        user = messages[-1]["content"]
+        memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
+        shown.append(memo)
+        n = int(re.search(r'ids "1" to "(\d+)"', user).group(1))
+        verdicts = [
+            {"id": str(i), "pass": bool(memo.strip()), "reason": "looks fine"} for i in range(1, n + 1)
+        ]
+        return json.dumps({"verdicts": verdicts})
+
+    SCRIPTS["gullible-judge"] = gullible
+    base, _ = _one_trajectory(tmp_path, "placeholder")
+    con = db.connect(tmp_path / "pipeline.duckdb")
+    room = store.load_room(con, store.room_names(con)[0])
+    con.close()
+    memos = known_memos(room)
+    names = ["dump", "oracle", "claim_all", "empty"]
+    con = db.connect(tmp_path / "pipeline.duckdb")
+    con.execute("delete from trajectories")
+    con.close()
+    tids = {name: _one_trajectory(tmp_path, memos[name], index=i)[1] for i, name in enumerate(names)}
+    cfg = load_config(
+        "tiny",
+        [
+            *base,
+            "grade.judges=[reference,llm]",
+            "models.judge.kind=scripted",
+            "models.judge.model=gullible-judge",
+        ],
+    )
+    counts = grade.run(cfg)
+    assert counts["graded_llm"] == len(names)
+    assert not any(room.documents[0].text[:200] in m for m in shown)  # no pasted document reached the judge
+    con = db.connect(tmp_path / "pipeline.duckdb")
+    llm = {
+        tid: (recall, headline)
+        for tid, recall, headline in con.execute(
+            "select trajectory_id, recall, headline from memo_scores where judge = 'llm:gullible-judge'"
+        ).fetchall()
+    }
+    con.close()
+    assert llm[tids["dump"]] == (0.0, 0.0)  # shown nothing, so nothing passes
+    assert llm[tids["empty"]] == (0.0, 0.0)
+    assert llm[tids["oracle"]][1] == 1.0
+    # the judge passes every criterion of claim_all, but its claims are false: precision sinks the headline
+    assert llm[tids["claim_all"]][0] == 1.0 and llm[tids["claim_all"]][1] <= 0.15

@@ -19,7 +19,9 @@ import pytest
 
 from pipeline import db
 from pipeline.config import PipelineConfig
+from pipeline.grading.reference import GRADER_VERSION
 from stages import report
+from tests.doubles import memo_score_row
 
 BASE, SFT = "pol-base-0001", "pol-sft-0002"
 T0 = datetime(2025, 3, 1, 9, 0, 0)
@@ -61,7 +63,7 @@ def _trajectory(tid, room, policy, i, purpose, *, status, n_subcalls, memo_start
 
 def fill_warehouse(con) -> dict:
     rng = random.Random(0)
-    rooms, criteria, trajs, grades, coverage, selections = [], [], [], [], [], []
+    rooms, criteria, trajs, grades, coverage, selections, scores = [], [], [], [], [], [], []
     room_ids = {"train": ["room-0", "room-1", "room-2"], "heldout": ["room-3", "room-4", "room-5"]}
     for split, ids in room_ids.items():
         for j, rid in enumerate(ids):
@@ -88,7 +90,10 @@ def fill_warehouse(con) -> dict:
         for k, kind in enumerate(KINDS):
             passed = True if kind == "trap" else rng.random() < quality
             grades.append({"trajectory_id": tid, "criterion_id": f"c{k}", "judge": "reference", "passed": passed,
-                           "reason": "", "graded_at": T0, "kind": kind, "is_trap": kind == "trap"})  # fmt: skip
+                           "reason": "", "graded_at": T0, "kind": kind, "is_trap": kind == "trap",
+                           "grader_version": GRADER_VERSION})  # fmt: skip
+        issue = [g["passed"] for g in grades[-len(KINDS) :] if not g["is_trap"]]
+        scores.append(memo_score_row(tid, sum(issue) / len(issue), graded_at=T0))
         seen = round(100 * min(1.0, quality + 0.2))
         for scope, n in (("all", seen), ("root", seen // 4), ("subagent", seen)):
             coverage.append({"trajectory_id": tid, "scope": scope, "grouping": "total", "group_value": "",
@@ -108,7 +113,7 @@ def fill_warehouse(con) -> dict:
                 else ("score" if q < 0.3 else ("coverage" if q < 0.5 else "accepted"))
             )
             selections.append({"selection_id": "sel-1", "trajectory_id": tid, "accepted": reason == "accepted",
-                               "reason": reason, "params": {"min_pass_rate": 0.3}, "created_at": T0})  # fmt: skip
+                               "reason": reason, "params": {"min_score": 0.3}, "created_at": T0})  # fmt: skip
             n += 1
     # Held-out evaluation samples of both policies.
     for rid in room_ids["heldout"]:
@@ -142,8 +147,8 @@ def fill_warehouse(con) -> dict:
                 "ci_low": lo, "ci_high": hi, "n_rooms": n_rooms, "created_at": T0 + timedelta(hours=2)}  # fmt: skip
 
     evaluations = [
-        ev(BASE, "pass_rate", 0.461, 0.40, 0.52),
-        ev(SFT, "pass_rate", 0.601, 0.55, 0.65),
+        ev(BASE, "score", 0.461, 0.40, 0.52),
+        ev(SFT, "score", 0.601, 0.55, 0.65),
         ev(SFT, "lift", 0.14, 0.08, 0.20),
         ev(BASE, "finished_rate", 0.83, 0.7, 0.95),
         ev(SFT, "finished_rate", 1.0, 1.0, 1.0),
@@ -177,6 +182,7 @@ def fill_warehouse(con) -> dict:
             "policies": policies,
             "trajectories": trajs,
             "grades": grades,
+            "memo_scores": scores,
             "coverage": coverage,
             "selections": selections,
             "train_runs": train_runs,
@@ -208,8 +214,8 @@ def test_report_files_and_numbers(built):
     assert pngs == [
         "delegation_vs_size.png",
         "heldout_rooms.png",
-        "pass_rate_vs_coverage.png",
         "rejection_funnel.png",
+        "score_vs_coverage.png",
         "training_loss.png",
     ]
     assert all((out / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
@@ -226,6 +232,11 @@ def test_report_files_and_numbers(built):
     assert "| correlation of subagent calls with room size | 0.17 | 0.84 |" in md
     assert "| characters delegated to subagents | 12,600 | 26,100 |" in md
     assert "| share of subagent findings carried into the memo | 40.0% | 70.0% |" in md
+    # Known-answer memos on the same held-out rooms, beside the policies and with the grader version.
+    known = md.split("## Known-answer memos", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"\| policy: SFT \| 3 \| [\d.]+% \| [\d.]+% \| 100\.0% \| grader v2 \|", known)
+    assert re.search(r"\| empty \| 3 \| 0\.0% \|", known)
+    assert "| claim_all | 3 |" in known and "grader version 2" in known
     # Funnel: every training sample enters; overall row first.
     assert f"| all rooms | {facts['n_train']} | " in md
     # Trajectory table from the view: 12 train + 6 + 6 eval trajectories.

@@ -95,24 +95,25 @@ def test_sampled_trajectories_graded_with_hand_checked_coverage(run_dir):
     grade.run(cfg)
     con = db.connect(run_dir / "pipeline.duckdb")
     rows = con.execute(
-        "select coverage, subagent_coverage, root_coverage, pass_rate, n_criteria from trajectory_scores"
+        "select coverage, subagent_coverage, root_coverage, score, recall, n_criteria from trajectory_scores"
     ).fetchall()
     assert len(rows) == 10
-    for cov, sub_cov, root_cov, pass_rate, n_criteria in rows:
+    for cov, sub_cov, root_cov, score, recall, n_criteria in rows:
         assert cov == 1.0 and sub_cov == 1.0  # every document was sent whole to a subagent
         assert root_cov < 1.0  # the root itself only saw counts
-        assert n_criteria > 0 and 0.0 < pass_rate < 1.0
-    # the memo is the extractive findings: recompute one pass rate by hand with the reference judge
+        assert n_criteria > 0 and 0.0 <= score <= 1.0 and 0.0 < recall < 1.0
+    # recompute one trajectory's scores by hand with the reference judge
+    from pipeline.grading.reference import ReferenceGrader
     from pipeline.rooms import store
-    from pipeline.rooms.rubric import grade_memo
 
     tid, room_id, memo = con.execute(
         "select trajectory_id, room_id, memo from trajectories limit 1"
     ).fetchone()
-    crit = store.load_room(con, room_id).criteria
-    expected = sum(p for _, p, _ in grade_memo(crit, memo)) / len(crit)
-    got = con.execute("select pass_rate from trajectory_scores where trajectory_id = ?", [tid]).fetchone()[0]
-    assert got == pytest.approx(expected)
+    expected = ReferenceGrader(store.load_room(con, room_id)).grade(memo)
+    got = con.execute(
+        "select score, recall, precision from trajectory_scores where trajectory_id = ?", [tid]
+    ).fetchone()
+    assert got == pytest.approx((expected.headline, expected.recall, expected.precision))
 
 
 @pytest.fixture
