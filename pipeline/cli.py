@@ -10,8 +10,10 @@ and exit 1 without a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import re
 import shlex
 import sys
@@ -77,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("query", nargs="?", help="a SQL statement")
     q.add_argument("--file", help="a .sql file, e.g. sql/queries/criteria_failing_most.sql")
     q.add_argument("--shell", action="store_true", help="interactive DuckDB shell")
+    q.add_argument(
+        "--write",
+        action="store_true",
+        help="allow statements that change the warehouse (read-only without it; waits for a running stage)",
+    )
 
     gc = sub.add_parser(
         "grader-check",
@@ -115,6 +122,18 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def _serving_readers(cfg: PipelineConfig, command: str) -> contextlib.AbstractContextManager:
+    """While a command that writes runs, it answers read-only SQL (see pipeline.query_server).
+
+    Only the first process of a multi-process launch (accelerate) serves.
+    """
+    if os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0":
+        return contextlib.nullcontext()
+    from pipeline.query_server import serve_readers
+
+    return serve_readers(cfg.run.db_path, cfg.run.query_host, cfg.run.query_port, command)
+
+
 def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) -> int:
     if args.command == "config":
         if args.keys:
@@ -126,7 +145,7 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
     if args.command == "sql":
         from pipeline import sqlcli
 
-        return sqlcli.main(cfg, args.query, args.file, args.shell)
+        return sqlcli.main(cfg, args.query, args.file, args.shell, args.write)
     if args.command == "grader-check":
         from pipeline.grading.known_answers import print_warehouse_check
 
@@ -134,12 +153,13 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
     if getattr(args, "regrade", False):
         cfg.grade.regrade = True
     write_run_manifest(cfg, argv)
-    if args.command == "rooms":
-        from stages import rooms
+    with _serving_readers(cfg, args.command):
+        if args.command == "rooms":
+            from stages import rooms
 
-        return rooms.cli(cfg, args)
-    module = importlib.import_module(f"stages.{args.command}")
-    result = module.run(cfg)
+            return rooms.cli(cfg, args)
+        module = importlib.import_module(f"stages.{args.command}")
+        result = module.run(cfg)
     if isinstance(result, dict):
         shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict)) or len(str(v)) < 400}
         print(json.dumps(shown, indent=2, default=str))

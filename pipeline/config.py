@@ -38,6 +38,16 @@ class RunConfig:
     dir: str = _f("runs/default", "run folder: database, datasets, adapters, report and logs live here")
     db: str = _f("", "DuckDB file; empty means <run.dir>/pipeline.duckdb")
     seed: int = _f(0, "global seed for sampling and splits")
+    lock_timeout_s: float = _f(
+        300.0,
+        "how long a stage waits for the warehouse while another process holds it (an analyst's query, "
+        "a `sql --write`) before it exits naming that process",
+    )
+    query_host: str = _f(
+        "127.0.0.1",
+        "interface a running command serves read-only queries on (0.0.0.0 lets analysts on other machines in)",
+    )
+    query_port: int = _f(0, "port of that query server; 0 picks a free one (written to <db>.readers.json)")
 
     @property
     def db_path(self) -> Path:

@@ -6,6 +6,14 @@ and (re)creates the views in ``sql/views``. Writers go through Arrow tables —
 DuckDB ingests those at millions of rows per second, where row-by-row INSERTs
 manage about a thousand — and always inside a transaction, so a failed or
 killed write leaves nothing half-written.
+
+DuckDB lets one process open a file read-write, or many read-only, never
+both. A stage keeps its connection for its whole run, so ``connect`` waits
+(with backoff, up to ``lock_timeout_s``) while another process holds the
+file, and then fails with ``WarehouseBusy`` naming that process: nothing is
+written before the lock is held. Analysts do not take the lock while a
+command runs: they query through the command's read-only query server
+(pipeline.query_server), see pipeline.query_client.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -20,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import psutil
 import pyarrow as pa
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -30,12 +40,70 @@ def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+LOCK_TIMEOUT_S = 300.0
+_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
+
+
+class WarehouseBusy(RuntimeError):
+    """Another process held the warehouse file for longer than we could wait."""
+
+    user_facing = True
+
+    def __init__(self, path: Path, message: str, waited_s: float, read_only: bool) -> None:
+        self.pid = holder_pid(message)
+        who = describe_process(self.pid) if self.pid else "another process"
+        hint = (
+            "run the query again when it has finished, or query through its server (pipeline sql does)"
+            if read_only
+            else "stop it or wait for it to finish, or raise run.lock_timeout_s"
+        )
+        super().__init__(
+            f"{path}: the warehouse is held by {who} and was not released in {waited_s:.0f} s; {hint}"
+        )
+
+
+def holder_pid(message: str) -> int | None:
+    m = _HOLDER.search(message)
+    return int(m.group("pid")) if m else None
+
+
+def describe_process(pid: int) -> str:
+    """'PID 123 (python -m pipeline sql --write)' where the command line can be read."""
+    try:
+        cmd = " ".join(" ".join(psutil.Process(pid).cmdline()).split())  # one line, whatever argv holds
+        cmd = cmd if len(cmd) <= 160 else cmd[:157] + "..."
+    except (psutil.Error, OSError):
+        cmd = ""
+    return f"PID {pid} ({cmd})" if cmd else f"PID {pid}"
+
+
+def open_file(
+    path: str | Path, read_only: bool = False, lock_timeout_s: float = LOCK_TIMEOUT_S
+) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, waiting with backoff while another process holds the file's lock."""
+    t0 = time.monotonic()
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if holder_pid(str(exc)) is None and "Conflicting lock" not in str(exc):
+                raise
+            waited = time.monotonic() - t0
+            if waited >= lock_timeout_s:
+                raise WarehouseBusy(Path(path), str(exc), waited, read_only) from None
+            time.sleep(min(delay, max(lock_timeout_s - waited, 0.01)))
+            delay = min(delay * 2, 1.0)
+
+
+def connect(
+    path: str | Path, read_only: bool = False, lock_timeout_s: float = LOCK_TIMEOUT_S
+) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) the warehouse and bring its schema up to date."""
     path = Path(path)
     if str(path) != ":memory:":
         path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path), read_only=read_only)
+    con = open_file(path, read_only, lock_timeout_s)
     if not read_only:
         migrate(con)
         create_views(con)

@@ -158,7 +158,7 @@ def _hf_datasets(rows: dict[str, list[dict]]):
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     try:
         chash = config_hash(cfg)
         with db.stage_run(con, "dataset", chash) as counts:
@@ -310,7 +310,9 @@ def build(con, cfg: PipelineConfig, chash: str) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dataset_id}.tmp-", dir=folder.parent))
     try:
         dsd = _hf_datasets(hf_rows)
-        dsd.save_to_disk(str(tmp / "hf"))
+        # One shard per split: an empty split (a run whose accepted trajectories share one room has no
+        # validation room) would otherwise be saved as zero shards, which load_from_disk cannot read.
+        dsd.save_to_disk(str(tmp / "hf"), num_shards={s: 1 for s in dsd})
         (tmp / "parquet").mkdir()
         for s in SPLITS:
             dsd[s].to_parquet(str(tmp / "parquet" / f"{s}.parquet"))

@@ -146,7 +146,7 @@ def headline(rows: list[dict]) -> str:
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     with db.stage_run(con, "evaluate", cfg.hash("evaluate", "harness", "sampling", "models")) as counts:
         rooms = store.room_names(con, split="heldout")
         if not rooms:

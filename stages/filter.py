@@ -60,7 +60,7 @@ def funnel_table(con: duckdb.DuckDBPyConnection, selection_id: str) -> str:
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     with db.stage_run(con, "filter", cfg.hash("filter")) as counts:
         decisions = decide(con, cfg)
         if not decisions:

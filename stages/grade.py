@@ -175,7 +175,7 @@ def grade_llm(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> int:
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     unknown = set(cfg.grade.judges) - {"reference", "llm"}
     if unknown:
         raise ValueError(f"grade.judges: unknown judge(s) {sorted(unknown)} (reference | llm)")

@@ -100,13 +100,13 @@ def run(cfg: PipelineConfig) -> dict:
 def _round(cfg: PipelineConfig) -> dict:
     from stages import dataset, evaluate, filter, grade, report, sample, train
 
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     if not store.room_names(con):
         con.close()
         from stages import rooms
 
         rooms.run(cfg)
-        con = db.connect(cfg.run.db_path)
+        con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     champ_id = champion(con, cfg)
     champ = load_policy(con, champ_id)
     round_id = f"round-{db.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
@@ -125,7 +125,7 @@ def _round(cfg: PipelineConfig) -> dict:
         sel = filter.run(fcfg)
         ds = dataset.run(fcfg)
         tr = train.run(fcfg)
-        con = db.connect(cfg.run.db_path)
+        con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
         cand_id = tr.get("policy_id")
         if not cand_id:
             raise RuntimeError(f"train produced no policy: {tr}")
@@ -172,7 +172,7 @@ def _round(cfg: PipelineConfig) -> dict:
         }
     except BaseException as exc:
         with contextlib.suppress(Exception):
-            c2 = db.connect(cfg.run.db_path)
+            c2 = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
             c2.execute(
                 "update nightly_rounds set decision='failed', ended_at=? where round_id=?",
                 [db.now(), round_id],

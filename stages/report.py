@@ -577,7 +577,7 @@ def build(
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     out = Path(cfg.run.dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     with db.stage_run(con, "report", cfg.hash()) as counts:

@@ -48,7 +48,7 @@ def run(cfg: PipelineConfig) -> dict:
     """Generate the recipe's synthetic rooms that are not in the warehouse yet."""
     from pipeline.rooms.generator import generate_room
 
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     with db.stage_run(con, "rooms", cfg.hash("rooms")) as counts:
         existing = set(store.room_names(con))
         plan = [p for p in room_plan(cfg) if p[0] not in existing]
@@ -72,7 +72,7 @@ def cli(cfg: PipelineConfig, args: argparse.Namespace) -> int:
     if action == "generate":
         run(cfg)
         return 0
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     try:
         if action == "import":
             from pipeline.rooms.importer import import_folder

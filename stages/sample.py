@@ -200,7 +200,7 @@ async def _run_local(cfg, policy, jobs, loaded, indexes, dirs, purpose, ingest) 
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     with db.stage_run(con, "sample", cfg.hash("sample", "harness", "sampling", "models")) as counts:
         policy = resolve_policy(con, cfg)
         rooms = store.room_names(con, split=cfg.sample.split)

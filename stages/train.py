@@ -257,11 +257,15 @@ def run(cfg: PipelineConfig) -> dict:
     from accelerate import PartialState
 
     state = PartialState()
-    # Every process reads its plan through a read-only connection; only then does the main process open
-    # the warehouse for writing (DuckDB refuses readers in other processes while a writer holds the file).
+    # Every process reads its plan, each holding the file only while it reads (db.connect waits for the
+    # others); only then does the main process open the warehouse for writing. Other ranks read
+    # read-only; the main one read-write, as its query server's connections are (one process may not
+    # mix the two).
     if not Path(cfg.run.db_path).exists():
         raise TrainError(f"{cfg.run.db_path}: no warehouse (run the earlier stages first)")
-    con = db.connect(cfg.run.db_path, read_only=True)
+    con = db.connect(
+        cfg.run.db_path, read_only=not state.is_main_process, lock_timeout_s=cfg.run.lock_timeout_s
+    )
     try:
         plan = make_plan(con, cfg)
     finally:
@@ -272,7 +276,7 @@ def run(cfg: PipelineConfig) -> dict:
             return {"skipped": True, "train_id": plan.train_id}
         return fit(cfg, plan, None)
 
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     try:
         with db.stage_run(con, "train", plan.config_hash) as counts:
             if plan.status == "ok" and adapter_complete(plan.adapter_dir):

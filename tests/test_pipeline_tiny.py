@@ -6,6 +6,7 @@ trajectories, TRL trains a real LoRA adapter, the report renders.
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from pipeline import db
 from pipeline.cli import main
 from pipeline.config import load_config
+from tests.test_live_queries import Shell
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,8 +65,29 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     n_train_before = con.execute("select count(*) from trajectories where purpose = 'train'").fetchone()[0]
     con.close()
 
-    # nightly round 1 and 2 on the same warehouse
-    assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
+    # nightly round 1 and 2 on the same warehouse; an analyst's shell stays open and asks
+    # questions through round 1 (answered by the round's query server), and the round is unaffected
+    shell, answers, failures = Shell(run), [], []
+    done = threading.Event()
+
+    def analyst() -> None:
+        try:
+            while not done.is_set():
+                answers.append(shell.ask_int("select count(*) as n_traj from trajectories;", "n_traj", 300))
+                done.wait(2.0)
+        except BaseException as exc:  # surfaced by the asserts below
+            failures.append(exc)
+
+    asking = threading.Thread(target=analyst)
+    asking.start()
+    try:
+        assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
+    finally:
+        done.set()
+        asking.join()
+        assert shell.close() == 0
+    assert not failures, failures
+    assert len(answers) >= 3 and answers == sorted(answers) and answers[0] >= n_train_before
     assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
     con = db.connect(run / "pipeline.duckdb")
     rounds = con.execute(

@@ -55,18 +55,18 @@ def test_worked_example_is_the_full_delegation_program():
         "d.chunks(",
         "=== {d.path} ===",
         "llm_batch(prompts)",
-        'line.startswith("{")',  # "No diligence ...", "Resolved: ..." and "ERROR: ..." lines are not findings
-        "json.loads(line)",
+        'a.startswith("{")',  # "No diligence ...", "Resolved: ..." and "ERROR: ..." lines are not findings
+        "json.loads(a)",
         # a finding that another document resolved (a payoff letter, a waiver) is skipped
-        'if "Resolved: " + f["key"] not in answers:',
-        'memo += "\\n" + f["note"] + "\\n"',  # the subagent's paragraph, never the room's text
-        "print(",
-        "submit(memo)",
+        'if "Resolved: " + f["key"] not in answers',
+        'f["note"]',  # the subagent's paragraph, never the room's text
+        "submit(",
     ):
         assert piece in program, piece
-    # A 135M-parameter root copies this program: it stays as short as the recipes' max_new_tokens
-    # (tiny: 192; copy rate measured at 4/8 vs 0-1/8 for longer variants that compose the paragraph).
-    assert len([ln for ln in program.splitlines() if ln.strip()]) <= 14
+    # A 135M-parameter root copies this program: it stays short (measured at temperature 0.6 over
+    # 16 samples: this 6-line form 8/16 programs that parse and call llm_batch and submit, the
+    # 12-line loop form 2/16, the earlier plain-text form 5/16).
+    assert len([ln for ln in program.splitlines() if ln.strip()]) <= 8
     assert count_tokens(text) <= 192
 
 

@@ -266,3 +266,19 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     con = db.connect(warehouse.run.db_path)
     assert con.execute("select count(*) from datasets").fetchone()[0] == 2
     con.close()
+
+
+@pytest.mark.slow
+def test_one_room_dataset_has_an_empty_validation_split_that_training_can_load(
+    tmp_path: Path, smollm2_path: Path
+):
+    # make distill once accepted two trajectories of one room: the dataset saved an empty validation
+    # split as zero shards, and the train stage crashed reading it back.
+    from stages import dataset
+    from stages.train import _load_splits
+
+    cfg = make_warehouse(tmp_path, rooms=("room-a",), long_one=False)
+    counts = dataset.run(cfg)
+    assert (counts["train"], counts["validation"]) == (2, 0)
+    train, val = _load_splits(counts["path"])
+    assert len(train) == 2 and val is None
