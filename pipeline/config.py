@@ -114,6 +114,14 @@ class HarnessConfig:
     max_turns: int = _f(4, "root turns before the root is asked once for its memo")
     cell_timeout_s: float = _f(20.0, "wall time of one code cell")
     memory_mb: int = _f(1024, "address-space limit of the REPL worker beyond the mapped room")
+    sandbox_level: str = _f(
+        "auto",
+        "kernel layer under the REPL worker: auto (the strongest this machine allows) | bwrap+seccomp | "
+        "seccomp | python (see docs/threat-model.md)",
+    )
+    min_sandbox_level: str = _f(
+        "python", "refuse to sample when the kernel layer would be weaker than this (bwrap+seccomp | seccomp)"
+    )
     output_chars: int = _f(4000, "printed output shown to the root per turn before the cut marker")
     max_subcalls: int = _f(2000, "subagent calls per trajectory")
     max_subcall_tokens: int = _f(4_000_000, "subagent prompt+completion tokens per trajectory")

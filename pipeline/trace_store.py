@@ -69,6 +69,7 @@ _TRAJECTORY_COLUMNS = [
     ("last_subcall_turn", I32),
     ("last_subcall_returned_s", F64),
     ("started_at", TS),  # packed as microseconds since the epoch
+    ("sandbox_level", STR),
     ("trace", STR),
 ]
 _trajectory_values = itemgetter(*(c for c, _ in _TRAJECTORY_COLUMNS))
@@ -90,6 +91,7 @@ def trace_extras(trace: Trace) -> str:
             "room": trace.room,
             "usage": trace.usage,
             "memo_started_s": trace.memo_started_s,
+            "sandbox_level": trace.sandbox_level,
             "children": [c.to_dict() for c in trace.children],
         }
     ).decode()
@@ -359,6 +361,7 @@ def trace_rows(trace: Trace, *, room_id: str, policy_id: str, sample_index: int,
         "n_findings_carried": n_carried,
         "memo_turn": mt,
         "memo_started_s": next((t.started_s for t in turns if t.index == mt), None),
+        "sandbox_level": trace.sandbox_level,
         "last_subcall_turn": last.turn_index if last else None,
         "last_subcall_returned_s": last.returned_s if last else None,
         "started_at": _micros(datetime.fromisoformat(trace.started_at) if trace.started_at else db.now()),
@@ -567,6 +570,7 @@ def load_traces(
             started_at=started_at.isoformat(),
             wall_s=wall_s,
             memo_started_s=extras["memo_started_s"],
+            sandbox_level=extras.get("sandbox_level"),
         )
     for tid, index, messages, *rest in turn_rows:
         if tid in out and tid not in legacy:

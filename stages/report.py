@@ -455,6 +455,15 @@ def nightly_section(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> S
     )
 
 
+def sandbox_levels(con: duckdb.DuckDBPyConnection) -> str:
+    """'bwrap+seccomp: 30, python: 2': the kernel layer each trajectory's REPL ran under."""
+    rows = con.execute(
+        "select coalesce(sandbox_level, 'not recorded'), count(*) from trajectories "
+        "where harness = 'rlm' group by 1 order by 2 desc, 1"
+    ).fetchall()
+    return ", ".join(f"{level}: {n}" for level, n in rows) or "no trajectories"
+
+
 def metadata_section(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Section:
     s = Section("Run metadata")
     db_rel = os.path.relpath(Path(cfg.run.db_path).resolve(), Path(cfg.run.dir).resolve())
@@ -465,6 +474,7 @@ def metadata_section(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Sec
                 ["config hash", cfg.hash()],
                 ["database (relative to run dir)", db_rel],
                 ["schema version", str(db.schema_version(con))],
+                ["REPL sandbox levels (trajectories)", sandbox_levels(con)],
                 ["report built", f"{db.now():%Y-%m-%d %H:%M:%S} UTC"],
             ],
         )

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.grading.coverage import coverage_rows
+from pipeline.harness import kernel_layer
 from pipeline.harness.trace import Trace
 from pipeline.llm.base import make_backend
 from pipeline.policies import Policy, base_policy, load_policy, register_policy, root_backend_config
@@ -130,6 +131,10 @@ def sample_policy(
     desc: str = "sample",
 ) -> dict[str, int]:
     """Top every (room, policy, purpose) up to k trajectories; returns counts."""
+    if (
+        policy.harness == "rlm"
+    ):  # refuse before any work when the sandbox would run below the recipe's minimum
+        kernel_layer.resolve_level(cfg.harness.sandbox_level, cfg.harness.min_sandbox_level)
     jobs = missing_jobs(con, policy.policy_id, rooms, k, purpose, cfg.run.seed)
     counts = {"planned": len(rooms) * k, "existing": len(rooms) * k - len(jobs), "sampled": 0, "failed": 0}
     if not jobs:

@@ -60,6 +60,7 @@ def interleaved_trace() -> Trace:
         started_at="2026-12-01T10:00:00.123456",
         wall_s=9.5,
         memo_started_s=5.0,
+        sandbox_level="bwrap+seccomp",
         usage={"smol": {"prompt_tokens": 300, "completion_tokens": 60, "calls": 2}},
     )
     t.turns = [
@@ -147,6 +148,9 @@ def test_round_trip_is_lossless(con):
     assert set(loaded) == {IL, OC}
     for t in originals:
         assert loaded[t.trajectory_id] == t
+    assert con.execute("select sandbox_level from trajectories where trajectory_id = ?", [IL]).fetchone() == (
+        "bwrap+seccomp",
+    )
     root_only = load_traces(con, [IL], subcalls=False)[IL]
     assert root_only.subcalls == [] and root_only.turns == originals[0].turns
 

@@ -177,9 +177,12 @@ class _RlmEpisode:
             cell_timeout_s=self.harness.cell_timeout_s,
             memory_mb=self.harness.memory_mb,
             output_chars=self.harness.output_chars,
+            level=self.harness.sandbox_level,
+            min_level=self.harness.min_sandbox_level,
         )
         async with Sandbox(self.room_dir, limits, on_llm=self._on_llm) as sandbox:
             self.sandbox = sandbox
+            self.trace.sandbox_level = sandbox.level
             for _ in range(self.harness.max_turns):
                 if await self._turn(variant, final=False):
                     return

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.harness import kernel_layer
 from pipeline.harness.room_view import INDEX_FILE
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
@@ -54,6 +55,11 @@ class SandboxLimits:
     memory_mb: int = 1024  # address space beyond the interpreter and the mapped room
     output_chars: int = 4000  # printed characters kept per cell before the cut marker
     grace_s: float = 2.0  # how long a timed-out cell may take to stop before the worker is killed
+    level: str = "auto"  # kernel layer: auto (strongest available) | bwrap+seccomp | seccomp | python
+    min_level: str = "python"  # refuse to start below this level
+    # Test-only: start the worker without its Python-level layer (audit hook, import allow-list,
+    # descriptor/file-size/process rlimits) to show what the kernel layer stops on its own.
+    python_layer: bool = True
 
 
 @dataclass
@@ -137,6 +143,7 @@ class Sandbox:
         self._workdir: str | None = None
         self._lock: asyncio.Lock | None = None
         self._closed = False
+        self.level: str | None = None  # the kernel layer the worker runs under (kernel_layer.LEVELS)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -179,16 +186,25 @@ class Sandbox:
     async def _spawn(self) -> None:
         if self._workdir is None:
             self._workdir = tempfile.mkdtemp(prefix="rlm-repl-")
+        try:
+            self.level = kernel_layer.resolve_level(self.limits.level, self.limits.min_level)
+        except (kernel_layer.KernelLayerError, ValueError) as e:
+            raise SandboxError(str(e)) from None
         host_sock, child_sock = socket.socketpair()
+        argv = [
+            kernel_layer.PYTHON,
+            "-I",  # no environment variables, no user site, no script directory on sys.path
+            "-S",  # no site-packages: only the standard library is importable
+            "-B",
+            str(WORKER_PATH),
+            "--fd",
+            str(child_sock.fileno()),
+        ]
+        if self.level == "bwrap+seccomp":
+            argv = kernel_layer.bwrap_argv(self.room_dir, Path(self._workdir)) + argv
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-I",  # no environment variables, no user site, no script directory on sys.path
-                "-S",  # no site-packages: only the standard library is importable
-                "-B",
-                str(WORKER_PATH),
-                "--fd",
-                str(child_sock.fileno()),
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
@@ -212,11 +228,16 @@ class Sandbox:
             "memory_mb": int(self.limits.memory_mb),
             "output_chars": int(self.limits.output_chars),
             "cell_timeout_s": float(self.limits.cell_timeout_s),
+            # libseccomp's binding, which the worker loads to build and load its filter
+            "seccomp": kernel_layer.seccomp_module_path() if self.level != "python" else None,
+            "python_layer": bool(self.limits.python_layer),
         }
         try:
             await self._send(init)
             msg = await asyncio.wait_for(self._recv(), START_TIMEOUT_S)
-            if msg.get("t") != "ready" or msg.get("pid") != self._proc.pid:
+            # inside bubblewrap's PID namespace the worker has its own numbering
+            own_pid = self.level == "bwrap+seccomp" or msg.get("pid") == self._proc.pid
+            if msg.get("t") != "ready" or not own_pid:
                 raise _Protocol(f"expected ready, got {str(msg)[:200]}")
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, _Protocol) as e:
             await asyncio.sleep(0.05)  # let the stderr drain catch the worker's last words
@@ -342,6 +363,8 @@ class Sandbox:
                 rc = await asyncio.wait_for(self._proc.wait(), 1.0)
             except TimeoutError:
                 rc = None
+        if rc is not None and rc > 128 and self.level == "bwrap+seccomp":
+            rc = 128 - rc  # bubblewrap exits with 128 + the signal that killed the worker inside it
         if rc is not None and rc < 0:
             try:
                 return f"killed by {signal.Signals(-rc).name}"

@@ -62,6 +62,7 @@ class Trace:
     started_at: str = ""  # ISO timestamp
     wall_s: float = 0.0
     memo_started_s: float | None = None  # start of the turn that called submit()
+    sandbox_level: str | None = None  # kernel layer under the REPL: bwrap+seccomp | seccomp | python
 
     def add_usage(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         u = self.usage.setdefault(model, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})

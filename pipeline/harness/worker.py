@@ -12,7 +12,10 @@ Worker -> host: ``ready``, ``llm`` (a request, while a cell blocks on it),
 ``done`` (the cell's output, error, limit and submitted memo).
 
 Before any model code runs the worker maps the room, pre-imports the
-allow-listed modules (afterwards no module can be loaded at all), sets
+allow-listed modules (afterwards no module can be loaded at all), loads the
+seccomp filter when the host asks for one (``init["seccomp"]`` names
+libseccomp's binding; see load_seccomp and pipeline.harness.kernel_layer,
+which may also have started it inside bubblewrap), sets
 rlimits (address space = what is mapped now + the memory limit, no file
 writes, no core files, no new file descriptors, no new processes for
 non-root users), clears the environment and installs an audit hook that
@@ -42,6 +45,7 @@ import datetime
 import decimal  # noqa: F401
 import difflib  # noqa: F401
 import enum  # noqa: F401
+import errno
 import faulthandler
 import fractions  # noqa: F401
 import functools  # noqa: F401
@@ -328,7 +332,68 @@ def _vm_size_bytes() -> int | None:
     return None
 
 
-def _set_limits(memory_mb: int) -> dict[str, int]:
+# Refused with EPERM once the seccomp filter is loaded (see pipeline.harness.kernel_layer).
+SECCOMP_DENIED = (
+    # new processes and programs
+    "fork", "vfork", "execve", "execveat",
+    # other processes' memory, the kernel, namespaces, mounts
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd",
+    "pidfd_send_signal", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf",
+    "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "personality",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    # the network: the worker's one socket is inherited, already connected
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    # files: nothing is created, renamed, removed, linked or re-permissioned
+    "creat", "truncate", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat",
+    "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "chown",
+    "fchown", "lchown", "fchownat", "mknod", "mknodat", "setxattr", "lsetxattr", "fsetxattr",
+    "removexattr", "lremovexattr", "fremovexattr", "utime", "utimes", "utimensat", "futimesat",
+    "memfd_create", "name_to_handle_at", "open_by_handle_at",
+    # identity
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
+    "setfsgid", "capset", "tkill",
+)  # fmt: skip
+CLONE_THREAD = 0x00010000  # a new thread of this process; clone without it makes a new process
+
+
+def load_seccomp(module_path: str) -> None:
+    """Build and load this process's seccomp filter with libseccomp's binding (loaded by path).
+
+    Default allow, then EPERM for SECCOMP_DENIED, clone without
+    CLONE_THREAD, opens with any write flag, and signals to any process but
+    this one; ENOSYS for clone3 and openat2, whose arguments a filter cannot
+    inspect, so the C library falls back to clone and openat. The kernel
+    keeps the filter for the rest of the process's life.
+    """
+    spec = importlib.util.spec_from_file_location("seccomp", module_path)
+    sc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sc)
+    f = sc.SyscallFilter(sc.ALLOW)
+    eperm = sc.ERRNO(errno.EPERM)
+
+    def rule(action, name: str, *args) -> None:
+        try:
+            f.add_rule(action, name, *args)
+        except (ValueError, RuntimeError, OSError):
+            pass  # a call this architecture does not have (arm64 has no open, fork, ...)
+
+    for name in SECCOMP_DENIED:
+        rule(eperm, name)
+    rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+    rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    rule(sc.ERRNO(errno.ENOSYS), "openat2")
+    for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
+        rule(eperm, "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
+        rule(eperm, "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
+    pid = os.getpid()
+    for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
+        rule(eperm, name, sc.Arg(0, sc.NE, pid))
+    f.load()
+
+
+def _set_limits(memory_mb: int, python_layer: bool = True) -> dict[str, int]:
     if resource is None:
         return {}
     applied: dict[str, int] = {}
@@ -347,6 +412,8 @@ def _set_limits(memory_mb: int) -> dict[str, int]:
     if vm is not None and memory_mb > 0:
         # The room is already mapped and counted in VmSize; the limit is on top of that.
         setlim("RLIMIT_AS", vm + memory_mb * 1024 * 1024)
+    if not python_layer:
+        return applied
     setlim("RLIMIT_FSIZE", 0)
     setlim("RLIMIT_CORE", 0)
     # No new descriptors at all: the channel, stdio and the room mapping are already open.
@@ -374,6 +441,9 @@ class Worker:
         self.pristine_builtins = {k: v for k, v in builtins.__dict__.items() if k not in REMOVED_BUILTINS}
         self.real_import = builtins.__import__
         self.hook_log: list[str] | None = None
+        # False only when the host's test-only switch asks for the kernel layer alone: no audit hook,
+        # no import allow-list, no descriptor/file-size/process rlimits.
+        self.python_layer = init.get("python_layer", True) is not False
         self._stat_fd = self._open_stat()
         self.threads_at_start = self._threads()
 
@@ -472,7 +542,10 @@ class Worker:
     # -- running cells ---------------------------------------------------------
     def _rebind(self) -> None:
         b = dict(self.pristine_builtins)
-        b["__import__"] = self._guarded_import
+        if self.python_layer:
+            b["__import__"] = self._guarded_import
+        else:  # the test-only switch: the kernel layer alone (see load_seccomp)
+            b.update(open=builtins.open, __import__=self.real_import)
         self.ns["__builtins__"] = b
         self.ns["__name__"] = "__repl__"
         self.ns["room"] = self.room
@@ -609,10 +682,13 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.clear()
     if isinstance(init.get("cwd"), str):
         os.chdir(init["cwd"])
-    limits = _set_limits(worker.memory_mb)
+    if isinstance(init.get("seccomp"), str):
+        load_seccomp(init["seccomp"])
+    limits = _set_limits(worker.memory_mb, worker.python_layer)
     gc.collect()
     worker.hook_log = []
-    sys.addaudithook(_make_audit_hook(worker.hook_log))
+    if worker.python_layer:
+        sys.addaudithook(_make_audit_hook(worker.hook_log))
     chan.send(
         {
             "t": "ready",

@@ -126,10 +126,10 @@ async def bench_runner(url: str, prompts: list[str], concurrency: int) -> float:
     return wall
 
 
-async def bench_sandbox(url: str, prompts: list[str], concurrency: int) -> float | str:
+async def bench_sandbox(url: str, prompts: list[str], concurrency: int, level: str = "auto") -> float | str:
     try:
         from pipeline.harness.room_export import export_room
-        from pipeline.harness.sandbox import Sandbox
+        from pipeline.harness.sandbox import Sandbox, SandboxLimits
         from pipeline.rooms.model import Document, Room
     except ImportError as exc:
         return f"skipped (sandbox not available: {exc})"
@@ -150,7 +150,7 @@ async def bench_sandbox(url: str, prompts: list[str], concurrency: int) -> float
 
     with tempfile.TemporaryDirectory() as tmp:
         room_dir = export_room(room, Path(tmp) / "room")
-        async with Sandbox(room_dir, on_llm=on_llm) as sb:
+        async with Sandbox(room_dir, SandboxLimits(level=level), on_llm=on_llm) as sb:
             warm = await sb.run_cell(f"_w = llm_batch(['warm'] * {concurrency}); print(len(_w))")
             assert warm.error is None, warm.error
             code = (
@@ -203,7 +203,14 @@ def main() -> None:
     with SlowServer(args.delay) as server:
         results: dict[str, float | str] = {}
         results["SubagentRunner.batch"] = asyncio.run(bench_runner(server.url, prompts, args.concurrency))
-        results["Sandbox cell llm_batch"] = asyncio.run(bench_sandbox(server.url, prompts, args.concurrency))
+        # The kernel layer's cost, side by side: every level this machine offers, strongest as the headline.
+        from pipeline.harness import kernel_layer
+
+        levels = kernel_layer.LEVELS[: kernel_layer.rank(kernel_layer.strongest_level()) + 1]
+        by_level = {
+            lv: asyncio.run(bench_sandbox(server.url, prompts, args.concurrency, lv)) for lv in levels
+        }
+        results["Sandbox cell llm_batch"] = by_level[levels[-1]]
         results["rlms llm_query_batched"] = bench_rlms(server.url, prompts, args.concurrency)
 
     for name, wall in results.items():
@@ -215,6 +222,12 @@ def main() -> None:
     ours, ref = results["SubagentRunner.batch"], results["rlms llm_query_batched"]
     if isinstance(ours, float) and isinstance(ref, float):
         print(f"  rlms / SubagentRunner wall time: {ref / ours:.2f}x")
+    print("Sandbox cell llm_batch by kernel level (pipeline.harness.kernel_layer):")
+    for lv, wall in by_level.items():
+        if isinstance(wall, float) and isinstance(by_level["python"], float):
+            print(f"  {lv:<14} {wall:7.3f} s   {wall / by_level['python']:5.2f}x the python level")
+        else:
+            print(f"  {lv:<14} {wall}")
     sandboxed = results["Sandbox cell llm_batch"]
     if isinstance(sandboxed, float) and isinstance(ref, float):
         print(f"  rlms / Sandbox cell wall time: {ref / sandboxed:.2f}x")

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipeline.harness import kernel_layer
 from pipeline.harness.room_export import export_room
 from pipeline.harness.sandbox import Sandbox, SandboxLimits
 from pipeline.rooms.model import CATEGORIES, Document, Room
@@ -48,10 +49,10 @@ def synthetic_room(n_tokens: int, n_docs: int, seed: int = 0) -> Room:
     return Room(name="bench_room", target={"name": "Bench Co"}, deal={"type": "merger"}, documents=docs)
 
 
-async def measure(room_dir: Path) -> dict[str, float]:
+async def measure(room_dir: Path, level: str = "auto") -> dict[str, float]:
     out: dict[str, float] = {}
     t0 = time.monotonic()
-    sb = Sandbox(room_dir, SandboxLimits(cell_timeout_s=120.0, output_chars=2000))
+    sb = Sandbox(room_dir, SandboxLimits(cell_timeout_s=120.0, output_chars=2000, level=level))
     await sb.start()
     out["ready_s"] = time.monotonic() - t0
     out["worker_load_s"] = float(sb.ready_info.get("load_s", float("nan")))
@@ -87,7 +88,10 @@ def main() -> None:
         size_mb = (room_dir / "texts.bin").stat().st_size / 2**20
         n_tokens = room.n_tokens
         del room
-        m = asyncio.run(measure(room_dir))
+        # The kernel layer's cost, side by side: every level this machine offers (strongest last).
+        levels = kernel_layer.LEVELS[: kernel_layer.rank(kernel_layer.strongest_level()) + 1]
+        by_level = {lv: asyncio.run(measure(room_dir, lv)) for lv in levels}
+        m = by_level[levels[-1]]
 
     print(f"room: {args.docs} documents, {n_tokens / 1e6:.1f}M tokens, texts.bin {size_mb:.0f} MB")
     print(f"build (synthetic text)      {build_s:7.2f} s")
@@ -100,6 +104,10 @@ def main() -> None:
     print(f"  of which in the worker    {m['worker_load_s']:7.2f} s   (map room, preload modules, limits)")
     print(f"cell: decode every document {m['read_all_s']:7.2f} s   ({m['read_chars'] / 1e6:.0f}M characters)")
     print(f"cell: regex over the room   {m['search_all_s']:7.2f} s")
+    base = by_level["python"]["ready_s"]
+    print("worker ready by kernel level (pipeline.harness.kernel_layer):")
+    for lv, r in by_level.items():
+        print(f"  {lv:<14} {r['ready_s']:7.3f} s   {r['ready_s'] / base:5.2f}x the python level")
 
 
 if __name__ == "__main__":

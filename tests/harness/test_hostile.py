@@ -13,6 +13,7 @@ tmp_path, a signal-0 probe rather than a real kill, a listener the test owns.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import socket
 from pathlib import Path
@@ -20,11 +21,27 @@ from pathlib import Path
 import psutil
 import pytest
 
+from pipeline.harness import kernel_layer
 from pipeline.harness.room_export import export_room
 from pipeline.harness.sandbox import CellResult, Sandbox, SandboxLimits
 from pipeline.rooms.model import Document, Room
 
 LIMITS = SandboxLimits(cell_timeout_s=1.0, memory_mb=256, output_chars=500, grace_s=1.0)
+# The whole suite runs at every kernel level this machine offers (kernel_layer.LEVELS).
+AVAILABLE_LEVELS = kernel_layer.LEVELS[: kernel_layer.rank(kernel_layer.strongest_level()) + 1]
+_LEVEL = ["auto"]
+
+
+@pytest.fixture(autouse=True, params=AVAILABLE_LEVELS)
+def sandbox_level(request) -> str:
+    _LEVEL[0] = request.param
+    yield request.param
+    _LEVEL[0] = "auto"
+
+
+def at_level(limits: SandboxLimits) -> SandboxLimits:
+    return dataclasses.replace(limits, level=_LEVEL[0])
+
 
 # Reaches the real os module and the real builtins without importing anything:
 # os._wrap_close is a class defined in os, so its __init__.__globals__ is os's namespace.
@@ -74,7 +91,7 @@ def hostile(room_dir: Path, *codes: str, limits: SandboxLimits = LIMITS) -> list
     """Run the cells in one sandbox, check the REPL still works, and check no worker outlives it."""
 
     async def main():
-        async with Sandbox(room_dir, limits, answer_llm) as sb:
+        async with Sandbox(room_dir, at_level(limits), answer_llm) as sb:
             results = [await sb.run_cell(c) for c in codes]
             await still_works(sb)
             pids = list(sb.pids)
@@ -114,7 +131,7 @@ def test_write_files_in_cwd_and_tmp(room_dir, tmp_path):
     marker = tmp_path / "written.txt"
 
     async def main():
-        async with Sandbox(room_dir, LIMITS) as sb:
+        async with Sandbox(room_dir, at_level(LIMITS)) as sb:
             workdir = sb.workdir
             r = [
                 await sb.run_cell(ESCAPE + "_bi['open']('here.txt', 'w').write('x')"),
@@ -191,7 +208,10 @@ def test_signals_to_the_host_and_new_descriptors(room_dir):
     )
     contained(r[0])
     contained(r[1], limit=None)
-    assert "Too many open files" in r[1].error  # RLIMIT_NOFILE=0: no descriptor can be made
+    if _LEVEL[0] == "python":
+        assert "Too many open files" in r[1].error  # RLIMIT_NOFILE=0: no descriptor can be made
+    else:
+        assert "Operation not permitted" in r[1].error  # the seccomp filter refuses pidfd_open first
     contained(r[2])
 
 
@@ -289,7 +309,7 @@ def test_catching_the_timeout_gets_a_hard_kill_and_reset(room_dir):
     code = "secret = 1\nwhile True:\n    try:\n        while True:\n            secret = secret + 1\n    except BaseException:\n        pass"
 
     async def main():
-        async with Sandbox(room_dir, LIMITS) as sb:
+        async with Sandbox(room_dir, at_level(LIMITS)) as sb:
             first = sb.pid
             r = await sb.run_cell(code)
             after = await sb.run_cell("print('secret' in globals())")
@@ -346,7 +366,7 @@ print(len(found), sorted(found))
     )
 
     async def main():
-        async with Sandbox(room_dir, LIMITS) as a, Sandbox(room_dir, LIMITS) as b:
+        async with Sandbox(room_dir, at_level(LIMITS)) as a, Sandbox(room_dir, at_level(LIMITS)) as b:
             ra = await a.run_cell(f"secret = 'TRAJ' + 'SECRET-' + {token!r}\nprint(len(secret))")
             self_check = await a.run_cell(search)  # the search does find a secret in its own process
             rb = await b.run_cell(search)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from pipeline.config import BackendConfig, HarnessConfig, SamplingConfig
+from pipeline.harness import kernel_layer
 from pipeline.harness.codeblocks import close_open_block, code_blocks, fenced_blocks
 from pipeline.harness.prompts import load_variant
 from pipeline.harness.room_export import export_room
@@ -80,6 +81,7 @@ def test_submit_path(room, room_dir, extractive):
     trace = episode(room, room_dir, root, extractive)
     assert trace.status == "submitted", trace.end_reason
     assert len(trace.turns) == 1
+    assert trace.sandbox_level == kernel_layer.strongest_level()  # the strongest this machine allows
     assert trace.memo_started_s == trace.turns[0].started_s
     # Every document went to a subagent and the memo cites documents by path.
     prompted = {

@@ -36,6 +36,7 @@ def _trajectory(tid, room, policy, i, purpose, *, status, n_subcalls, memo_start
         "sample_index": i,
         "purpose": purpose,
         "harness": "rlm",
+        "sandbox_level": "bwrap+seccomp" if purpose == "eval" else "seccomp",
         "status": status,
         "end_reason": status,
         "memo": "memo " * 50,
@@ -247,6 +248,7 @@ def test_report_files_and_numbers(built):
     assert "| night-1 |" in md and "promoted" in md
     assert cfg.hash() in md
     assert "| database (relative to run dir) | pipeline.duckdb |" in md
+    assert "| REPL sandbox levels (trajectories) | bwrap+seccomp: 12, seccomp: 12 |" in md
     assert "| evaluate |" in md and "rooms=3" in md
     # Markdown refers to the PNGs next to it; the HTML embeds them and fetches nothing.
     assert "![" in md and "(heldout_rooms.png)" in md
