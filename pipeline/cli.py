@@ -2,7 +2,9 @@
 
 Each stage command loads the config (defaults < recipe < overrides), writes
 the resolved config into the run folder (so the folder describes itself)
-and calls ``stages.<name>.run(cfg)``. Errors a user can fix (bad recipe,
+and calls ``stages.<name>.run(cfg)``; while it runs, the command answers
+read-only SQL from other processes (pipeline.query_server), so `pipeline sql`
+works during a run. Errors a user can fix (bad recipe,
 unknown key, missing file, zero accepted trajectories) print one clear line
 and exit 1 without a traceback.
 """

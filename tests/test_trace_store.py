@@ -148,9 +148,8 @@ def test_round_trip_is_lossless(con):
     assert set(loaded) == {IL, OC}
     for t in originals:
         assert loaded[t.trajectory_id] == t
-    assert con.execute("select sandbox_level from trajectories where trajectory_id = ?", [IL]).fetchone() == (
-        "bwrap+seccomp",
-    )
+    levels = con.execute("select sandbox_level from trajectories where trajectory_id = ?", [IL]).fetchall()
+    assert levels == [("bwrap+seccomp",)]
     root_only = load_traces(con, [IL], subcalls=False)[IL]
     assert root_only.subcalls == [] and root_only.turns == originals[0].turns
 

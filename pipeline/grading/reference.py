@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pipeline.grading import claim_kinds
 from pipeline.grading.memo_text import RoomIndex, claims_signature, cut_to_budget, strip_quotation
 from pipeline.rooms.model import Criterion, Room
-from pipeline.rooms.rubric import _has, missing, normalize, parse_amounts, units
+from pipeline.rooms.rubric import _has, check_units, normalize, parse_amounts, units
 
 GRADER_VERSION = 2  # 1: criteria pass rate with traps counted as criteria (no precision, quotation or budget)
 BUDGET_BASE = 150
@@ -234,7 +234,6 @@ class ReferenceGrader:
 
     # ------------------------------------------------------------ grading
     def _criterion(self, c: Criterion, prepared) -> tuple[bool, str]:
-        best: tuple[int, list[str]] | None = None
         if c.kind in ("identify", "trap"):
             asserted = c.any_of
         elif c.kind == "absence":
@@ -242,21 +241,13 @@ class ReferenceGrader:
         else:
             asserted = self.finding.get(c.issue_id or "", [])
         absence = (c.issue_kind or "") in ABSENCE_KINDS or c.kind == "absence"
-        for i, (u, norm, values) in enumerate(prepared):
-            lack = missing(c, u, norm, values)
-            if not lack and asserted and not claims_signature(norm, asserted, absence=absence):
-                lack = ["the finding itself, asserted and not negated"]
-            if not lack:
-                if c.is_trap:
-                    return False, f"unit {i + 1} flags the decoy"
-                return True, f"unit {i + 1} has every field"
-            if best is None or len(lack) < len(best[1]):
-                best = (i, lack)
-        if c.is_trap:
-            return True, "no unit flags the decoy"
-        if best is None:
-            return False, "nothing to read (empty, or only quotation)"
-        return False, f"no unit has every field; closest (unit {best[0] + 1}) lacks " + ", ".join(best[1][:4])
+
+        def also(norm: str) -> list[str]:
+            if asserted and not claims_signature(norm, asserted, absence=absence):
+                return ["the finding itself, asserted and not negated"]
+            return []
+
+        return check_units(c, prepared, also, nothing="nothing to read (empty, or only quotation)")
 
     def _claims(self, prepared) -> tuple[int, list[str], float]:
         """(true claims, false claims, true claims expected of a reader who claims at random)."""

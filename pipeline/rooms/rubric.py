@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pipeline.rooms.model import Amount, Criterion, Room
 
@@ -154,10 +154,22 @@ def _prepared(memo: str) -> list[tuple[str, str, list[float]]]:
     return [(u, normalize(u), parse_amounts(u)) for u in units(memo)]
 
 
-def _check(c: Criterion, prepared: list[tuple[str, str, list[float]]]) -> tuple[bool, str]:
+def check_units(
+    c: Criterion,
+    prepared: list[tuple[str, str, list[float]]],
+    also: Callable[[str], list[str]] | None = None,
+    nothing: str = "memo is empty",
+) -> tuple[bool, str]:
+    """(passed, reason): does one unit hold every field of ``c`` (a trap passes when none does)?
+
+    ``also(normalised unit)`` may name further things a unit lacks (the
+    reference judge asks that the finding be asserted, not negated).
+    """
     best: tuple[int, list[str]] | None = None
     for i, (u, norm, values) in enumerate(prepared):
         lack = missing(c, u, norm, values)
+        if not lack and also is not None:
+            lack = also(norm)
         if not lack:
             if c.is_trap:
                 return False, f"unit {i + 1} flags the decoy"
@@ -167,19 +179,19 @@ def _check(c: Criterion, prepared: list[tuple[str, str, list[float]]]) -> tuple[
     if c.is_trap:
         return True, "no unit flags the decoy"
     if best is None:
-        return False, "memo is empty"
+        return False, nothing
     return False, f"no unit has every field; closest (unit {best[0] + 1}) lacks " + ", ".join(best[1][:4])
 
 
 def check_criterion(c: Criterion, memo: str) -> tuple[bool, str]:
     """(passed, one-line reason) for one criterion."""
-    return _check(c, _prepared(memo))
+    return check_units(c, _prepared(memo))
 
 
 def grade_memo(criteria: Iterable[Criterion], memo: str) -> list[tuple[str, bool, str]]:
     """(criterion_id, passed, reason) for every criterion; the memo is cut and parsed once."""
     prepared = _prepared(memo)
-    return [(c.criterion_id, *_check(c, prepared)) for c in criteria]
+    return [(c.criterion_id, *check_units(c, prepared)) for c in criteria]
 
 
 def _phrase(group: list[str], forbidden: set[str]) -> str:
