@@ -123,8 +123,12 @@ class HarnessConfig:
         "python", "refuse to sample when the kernel layer would be weaker than this (bwrap+seccomp | seccomp)"
     )
     output_chars: int = _f(4000, "printed output shown to the root per turn before the cut marker")
-    max_subcalls: int = _f(2000, "subagent calls per trajectory")
-    max_subcall_tokens: int = _f(4_000_000, "subagent prompt+completion tokens per trajectory")
+    max_subcalls: int = _f(
+        0, "subagent calls per trajectory; 0 = from the room's size (see harness.subagents.room_budgets)"
+    )
+    max_subcall_tokens: int = _f(
+        0, "subagent prompt+completion tokens per trajectory; 0 = from the room's size (3x its tokens)"
+    )
     batch_concurrency: int = _f(16, "llm_batch prompts in flight at once")
     max_depth: int = _f(1, "1 = flat RLM; 2 enables rlm_query children")
     subagent_max_new_tokens: int = _f(512, "completion tokens of one llm_query / llm_batch item")

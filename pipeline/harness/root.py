@@ -37,7 +37,7 @@ from pipeline.config import HarnessConfig, SamplingConfig
 from pipeline.harness.codeblocks import close_open_block, code_blocks
 from pipeline.harness.episode import EpisodeRecorder, cut, guarded, now_iso
 from pipeline.harness.prompts import PromptError, build_messages, load_variant, room_info
-from pipeline.harness.subagents import ERROR_PREFIX, SubagentRunner
+from pipeline.harness.subagents import ERROR_PREFIX, SubagentRunner, calls_exhausted, room_budgets
 from pipeline.harness.trace import Subcall, Trace
 from pipeline.llm.base import Backend, GenerationParams
 from pipeline.rooms.model import Room
@@ -118,12 +118,15 @@ class _RlmEpisode:
             seed=seed,
         )
         self.rec = EpisodeRecorder(self.trace, root, params, t0)
+        max_calls, max_tokens = room_budgets(
+            room.n_tokens, len(room.documents), harness.max_subcalls, harness.max_subcall_tokens
+        )
         self.runner = SubagentRunner(
             subagent,
             GenerationParams(max_tokens=harness.subagent_max_new_tokens, temperature=0.0, seed=seed),
             concurrency=harness.batch_concurrency,
-            max_calls=harness.max_subcalls,
-            max_tokens=harness.max_subcall_tokens,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
             t0=t0,
             depth=depth,
         )
@@ -274,9 +277,9 @@ class _RlmEpisode:
         unknown = [p for p in paths if p not in by_path]
         if unknown:
             return f"{ERROR_PREFIX}rlm_query: no document {unknown[0]!r} in this room"
-        if len(self.runner.subcalls) >= self.harness.max_subcalls:
+        if len(self.runner.subcalls) >= self.runner.max_calls:
             self.runner.budget_exceeded = self.runner.budget_exceeded or "max_subcalls"
-            return f"{ERROR_PREFIX}subagent call budget exhausted (max_subcalls={self.harness.max_subcalls})"
+            return calls_exhausted(self.runner.max_calls)
 
         call = Subcall(
             index=len(self.runner.subcalls),
@@ -393,12 +396,15 @@ async def replay_example(variant_name: str, subagent: Backend | None = None) -> 
     subagent = subagent or ExtractiveBackend(BackendConfig(kind="extractive"))
     room, messages = load_example(Path(variant.example_source), variant)
     harness = HarnessConfig()
+    max_calls, max_tokens = room_budgets(
+        room.n_tokens, len(room.documents), harness.max_subcalls, harness.max_subcall_tokens
+    )
     runner = SubagentRunner(
         subagent,
         GenerationParams(max_tokens=harness.subagent_max_new_tokens, temperature=0.0),
         concurrency=4,
-        max_calls=harness.max_subcalls,
-        max_tokens=harness.max_subcall_tokens,
+        max_calls=max_calls,
+        max_tokens=max_tokens,
         t0=time.monotonic(),
     )
 

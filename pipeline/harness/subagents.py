@@ -32,6 +32,28 @@ MAX_BATCH_PROMPTS = 10_000
 ERROR_PREFIX = "ERROR: "
 
 
+def calls_exhausted(max_calls: int) -> str:
+    """The REPL's answer to a call over the trajectory's call budget: what is left and what to do."""
+    return (
+        f"{ERROR_PREFIX}subagent call budget exhausted (max_subcalls={max_calls}): all {max_calls:,} calls "
+        "of this trajectory are used, none left; send fewer, larger prompts (e.g. d.chunks(8000))"
+    )
+
+
+def room_budgets(n_tokens: int, n_documents: int, max_calls: int, max_tokens: int) -> tuple[int, int]:
+    """(calls, tokens) for one trajectory over a room: explicit values as given, 0 = from the room's size.
+
+    Derived budgets cover reading the room about twice in 2,000-token
+    chunks (the worked example's size), and never fall below the old fixed
+    defaults (2,000 calls, 4M tokens): a 5,000-document, 80M-token room gets
+    about 90,000 calls and 240M tokens.
+    """
+    chunks = -(-n_tokens // 2000) + n_documents
+    calls = max_calls if max_calls > 0 else max(2000, 2 * chunks)
+    tokens = max_tokens if max_tokens > 0 else max(4_000_000, 3 * n_tokens)
+    return calls, tokens
+
+
 class SubagentRunner:
     def __init__(
         self,
@@ -97,11 +119,16 @@ class SubagentRunner:
             return f"{ERROR_PREFIX}prompt must be a str, got {type(prompt).__name__}"
         if len(self.subcalls) >= self.max_calls:
             self.budget_exceeded = self.budget_exceeded or "max_subcalls"
-            return f"{ERROR_PREFIX}subagent call budget exhausted (max_subcalls={self.max_calls})"
+            return calls_exhausted(self.max_calls)
         estimate = count_tokens(prompt)
-        if self._tokens_used + self._tokens_reserved + estimate > self.max_tokens:
+        spent = self._tokens_used + self._tokens_reserved
+        if spent + estimate > self.max_tokens:
             self.budget_exceeded = self.budget_exceeded or "max_subcall_tokens"
-            return f"{ERROR_PREFIX}subagent token budget exhausted (max_subcall_tokens={self.max_tokens})"
+            return (
+                f"{ERROR_PREFIX}subagent token budget exhausted (max_subcall_tokens={self.max_tokens}): "
+                f"{spent:,} tokens used or in flight, {max(self.max_tokens - spent, 0):,} left, this prompt "
+                f"needs about {estimate:,}; send shorter prompts or fewer of them"
+            )
         self._tokens_reserved += estimate
         call = Subcall(
             index=len(self.subcalls),

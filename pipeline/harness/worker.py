@@ -103,6 +103,11 @@ PRELOAD_ENCODINGS = (
 LIMIT_KINDS = ("timeout", "memory", "output", "sandbox", "crash")
 MAX_ERROR_CHARS = 2000
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # the host refuses bigger frames (pipeline.harness.sandbox)
+# llm_batch sends a batch as large as the room in parts of at most this many bytes and prompts:
+# the host holds one part at a time, and answers come back part by part, in order.
+BATCH_PART_BYTES = 16 * 1024 * 1024
+BATCH_PART_PROMPTS = 4096
+MAX_PROMPT_BYTES = MAX_FRAME_BYTES - 1024 * 1024  # one prompt must fit a frame with its envelope
 MAX_MEMO_CHARS = 1_000_000
 TRACEBACK_FRAMES = 3  # model-code frames kept in a short traceback
 
@@ -497,9 +502,36 @@ class Worker:
                 raise TypeError(f"llm_batch(prompts): prompts[{i}] is a {type(p).__name__}, expected str")
         if not prompts:
             return []
-        out = self._request("batch", {"prompts": prompts})
-        if not isinstance(out, list) or len(out) != len(prompts) or not all(isinstance(x, str) for x in out):
-            raise ProtocolError("bad llm_batch answer from host")
+        out: list[str] = [""] * len(prompts)
+        part: list[int] = []
+        size = 0
+
+        def send_part() -> None:
+            answers = self._request("batch", {"prompts": [prompts[i] for i in part]})
+            if (
+                not isinstance(answers, list)
+                or len(answers) != len(part)
+                or not all(isinstance(x, str) for x in answers)
+            ):
+                raise ProtocolError("bad llm_batch answer from host")
+            for i, a in zip(part, answers, strict=True):
+                out[i] = a
+
+        for i, p in enumerate(prompts):
+            n = len(json.dumps(p)) + 2  # as the frame will carry it (ASCII escapes), plus the separator
+            if n > MAX_PROMPT_BYTES:  # this item's error; the rest of the batch still runs
+                out[i] = (
+                    f"ERROR: prompt of {n / 2**20:.0f} MiB is over the {MAX_PROMPT_BYTES >> 20} MiB "
+                    "limit of one prompt; split it into smaller chunks"
+                )
+                continue
+            if part and (size + n > BATCH_PART_BYTES or len(part) >= BATCH_PART_PROMPTS):
+                send_part()
+                part, size = [], 0
+            part.append(i)
+            size += n
+        if part:
+            send_part()
         return out
 
     def llm_query(self, prompt: str) -> str:

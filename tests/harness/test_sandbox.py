@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from pipeline.harness import worker
 from pipeline.harness.room_export import export_room
 from pipeline.harness.room_view import RoomFormatError, RoomView, chunk_text, count_tokens
 from pipeline.harness.sandbox import CellResult, Sandbox, SandboxError, SandboxLimits
@@ -256,13 +257,38 @@ def test_bad_arguments_are_model_errors(room_dir):
             "llm_query(3)",
             "submit(42)",
             "rlm_query('x', ['nope.txt'])",
-            "llm_batch(['x' * 2**20] * 70)",  # over the frame limit: refused in the cell, not a crash
         )
     )
     assert all(c.error and not c.reset for c in r)
     assert "TypeError" in r[0].error and "TypeError" in r[1].error and "TypeError" in r[2].error
     assert "KeyError" in r[3].error
-    assert "ValueError" in r[4].error and "MiB" in r[4].error
+
+
+def test_a_batch_larger_than_a_frame_streams_in_parts_and_a_too_big_prompt_is_its_own_error(room_dir):
+    seen: list[int] = []
+
+    async def counting(kind: str, payload: dict):
+        seen.append(len(payload["prompts"]))
+        return [f"len {len(p)}" for p in payload["prompts"]]
+
+    limits = SandboxLimits(cell_timeout_s=60.0, memory_mb=768, output_chars=300)
+    big, over = worker.MAX_FRAME_BYTES + 2**20, worker.MAX_PROMPT_BYTES + 2**20
+    r = run(
+        cells(
+            room_dir,
+            # 65 prompts of 1 MiB: over one frame; once refused whole, now sent part by part, in order
+            f"a = llm_batch([chr(65 + i % 26) * 2**20 for i in range({big >> 20})])\nprint(len(a), a[0], a[-1])",
+            f"b = llm_batch(['short', 'x' * {over}, 'also short'])\nprint(b[0], '|', b[1][:40], '|', b[2])",
+            limits=limits,
+            on_llm=counting,
+        )
+    )
+    assert r[0].error is None, r[0].error
+    assert r[0].output.split() == [str(big >> 20), "len", str(2**20), "len", str(2**20)]
+    assert len(seen) > 2 and all(n * 2**20 <= worker.BATCH_PART_BYTES for n in seen[:-1])
+    assert r[1].error is None, r[1].error
+    assert r[1].output.startswith("len 5 | ERROR: prompt of") and r[1].output.rstrip().endswith("len 10")
+    assert seen[-1] == 2  # the oversized prompt never left the worker
 
 
 def test_submit_records_the_memo(room_dir):

@@ -82,7 +82,9 @@ def test_call_budget():
     r = runner(EchoBackend(), max_calls=3)
     out = asyncio.run(r.batch(["a", "b", "c", "d", "e"]))
     assert out[:3] == ["re: a", "re: b", "re: c"]
-    assert out[3] == out[4] == "ERROR: subagent call budget exhausted (max_subcalls=3)"
+    assert out[3] == out[4]
+    assert out[3].startswith("ERROR: subagent call budget exhausted (max_subcalls=3): all 3 calls")
+    assert "none left" in out[3]
     assert r.budget_exceeded == "max_subcalls" and len(r.subcalls) == 3
     assert asyncio.run(r.query("f")).startswith("ERROR: subagent call budget exhausted")
 
@@ -95,7 +97,8 @@ def test_token_budget():
     assert asyncio.run(r.batch(["c", "d"])) == ["re: c", "re: d"]
     assert r.budget_exceeded == "max_subcall_tokens" and r.tokens_used == 60
     out = asyncio.run(r.batch(["e"]))
-    assert out[0] == "ERROR: subagent token budget exhausted (max_subcall_tokens=40)"
+    assert out[0].startswith("ERROR: subagent token budget exhausted (max_subcall_tokens=40): 60 tokens used")
+    assert "0 left, this prompt needs about 1" in out[0]  # what is left, so the root can plan around it
     assert len(r.subcalls) == 4
     # A single prompt bigger than the remaining budget is refused before it is sent.
     r2 = runner(EchoBackend(), max_tokens=40)
@@ -138,3 +141,15 @@ def test_runner_survives_successive_event_loops():
     for _ in range(2):  # contention on the semaphore in two different loops
         assert asyncio.run(r.batch(["a", "b", "c", "d"])) == ["re: a", "re: b", "re: c", "re: d"]
     assert b.max_in_flight == 2 and len(r.subcalls) == 8
+
+
+def test_budgets_follow_the_room_unless_set():
+    from pipeline.harness.subagents import room_budgets
+
+    # a default-recipe room keeps the old floor
+    assert room_budgets(12_000, 20, 0, 0) == (2000, 4_000_000)
+    # the mission's largest room: enough to read it twice in 2,000-token chunks, and 3x its tokens
+    calls, tokens = room_budgets(80_000_000, 5000, 0, 0)
+    assert calls == 2 * (40_000 + 5000) and tokens == 240_000_000
+    # explicit recipe values win
+    assert room_budgets(80_000_000, 5000, 7, 9) == (7, 9)
