@@ -119,6 +119,11 @@ def strongest_level() -> str:
     return "python"
 
 
+def available_levels() -> tuple[str, ...]:
+    """Every level this machine can run, weakest first (tests and benchmarks run each)."""
+    return LEVELS[: rank(strongest_level()) + 1]
+
+
 def resolve_level(requested: str, minimum: str = "python") -> str:
     """The level a worker starts at: ``auto`` is the strongest available; below ``minimum`` is an error."""
     available = strongest_level()

@@ -206,7 +206,7 @@ def main() -> None:
         # The kernel layer's cost, side by side: every level this machine offers, strongest as the headline.
         from pipeline.harness import kernel_layer
 
-        levels = kernel_layer.LEVELS[: kernel_layer.rank(kernel_layer.strongest_level()) + 1]
+        levels = kernel_layer.available_levels()
         by_level = {
             lv: asyncio.run(bench_sandbox(server.url, prompts, args.concurrency, lv)) for lv in levels
         }

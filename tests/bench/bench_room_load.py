@@ -89,7 +89,7 @@ def main() -> None:
         n_tokens = room.n_tokens
         del room
         # The kernel layer's cost, side by side: every level this machine offers (strongest last).
-        levels = kernel_layer.LEVELS[: kernel_layer.rank(kernel_layer.strongest_level()) + 1]
+        levels = kernel_layer.available_levels()
         by_level = {lv: asyncio.run(measure(room_dir, lv)) for lv in levels}
         m = by_level[levels[-1]]
 

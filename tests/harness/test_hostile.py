@@ -28,7 +28,7 @@ from pipeline.rooms.model import Document, Room
 
 LIMITS = SandboxLimits(cell_timeout_s=1.0, memory_mb=256, output_chars=500, grace_s=1.0)
 # The whole suite runs at every kernel level this machine offers (kernel_layer.LEVELS).
-AVAILABLE_LEVELS = kernel_layer.LEVELS[: kernel_layer.rank(kernel_layer.strongest_level()) + 1]
+AVAILABLE_LEVELS = kernel_layer.available_levels()
 _LEVEL = ["auto"]
 
 

@@ -24,11 +24,7 @@ from pipeline.harness.room_export import export_room
 from pipeline.harness.sandbox import Sandbox, SandboxError, SandboxLimits
 from pipeline.rooms.model import Document, Room
 
-KERNEL_LEVELS = [
-    lv
-    for lv in ("seccomp", "bwrap+seccomp")
-    if kernel_layer.rank(lv) <= kernel_layer.rank(kernel_layer.strongest_level())
-]
+KERNEL_LEVELS = [lv for lv in kernel_layer.available_levels() if lv != "python"]
 
 
 @pytest.fixture(scope="module")
