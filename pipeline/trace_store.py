@@ -8,8 +8,7 @@ A trace is stored normalised, each part once:
 - ``turns``: the root's turns (messages, completion, code, output, timing);
 - ``subcalls``: every subagent call of the tree, flattened in order.
 ``load_traces`` joins them back into ``Trace`` values equal to the ones
-written (rows from before this layout carry the whole trace in the JSON and
-load from it as they are).
+written.
 
 The writer is built for throughput, because a nightly sweep can write
 millions of subagent calls. The per-trajectory work — the behaviour metrics
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 from array import array
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +38,7 @@ import pyarrow as pa
 
 from pipeline import db
 from pipeline.harness.trace import Subcall, Trace, Turn
+from pipeline.ids import stable_id
 
 I32, I64, F64, STR, TS = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.timestamp("us")
 # The trajectories table: one row per trajectory, built by trace_rows.
@@ -65,7 +64,7 @@ _TRAJECTORY_COLUMNS = [
     ("n_findings", I32),
     ("n_findings_carried", I32),
     ("memo_turn", I32),
-    ("memo_started_s", F64),
+    ("memo_turn_started_s", F64),  # start of memo_turn
     ("last_subcall_turn", I32),
     ("last_subcall_returned_s", F64),
     ("started_at", TS),  # packed as microseconds since the epoch
@@ -90,7 +89,7 @@ def trace_extras(trace: Trace) -> str:
         {
             "room": trace.room,
             "usage": trace.usage,
-            "memo_started_s": trace.memo_started_s,
+            "submit_turn_started_s": trace.submit_turn_started_s,
             "sandbox_level": trace.sandbox_level,
             "children": [c.to_dict() for c in trace.children],
         }
@@ -206,6 +205,7 @@ _TURNS = _Layout(
         ("completion_tokens", I32),
         ("started_s", F64),
         ("ended_s", F64),
+        ("reasoning", STR),
     ],
 )
 _CALLS = _Layout(
@@ -317,8 +317,7 @@ class TraceRows:
 
 def trajectory_id(policy_id: str, room_id: str, purpose: str, sample_index: int) -> str:
     """The id of a trajectory: derived from its sample key, so the primary key also keeps keys unique."""
-    h = hashlib.sha256(f"{policy_id}|{room_id}|{purpose}|{sample_index}".encode()).hexdigest()[:16]
-    return f"t-{h}"
+    return stable_id(policy_id, room_id, purpose, sample_index, prefix="t-", length=16)
 
 
 def trace_rows(trace: Trace, *, room_id: str, policy_id: str, sample_index: int, purpose: str) -> TraceRows:
@@ -360,7 +359,7 @@ def trace_rows(trace: Trace, *, room_id: str, policy_id: str, sample_index: int,
         "n_findings": n_findings,
         "n_findings_carried": n_carried,
         "memo_turn": mt,
-        "memo_started_s": next((t.started_s for t in turns if t.index == mt), None),
+        "memo_turn_started_s": next((t.started_s for t in turns if t.index == mt), None),
         "sandbox_level": trace.sandbox_level,
         "last_subcall_turn": last.turn_index if last else None,
         "last_subcall_returned_s": last.returned_s if last else None,
@@ -534,7 +533,7 @@ def load_traces(
         ).fetchall()
         turn_rows = con.execute(
             "select trajectory_id, turn_index, new_messages, completion, code, output, error, "
-            "prompt_tokens, completion_tokens, started_s, ended_s "
+            "prompt_tokens, completion_tokens, started_s, ended_s, reasoning "
             "from turns join wanted_trajectories using (trajectory_id) order by trajectory_id, turn_index"
         ).fetchall()
         call_rows = []
@@ -550,13 +549,8 @@ def load_traces(
         with contextlib.suppress(duckdb.Error):
             con.unregister("wanted_trajectories")
     out: dict[str, Trace] = {}
-    legacy: set[str] = set()
     for tid, policy_id, harness, status, end_reason, memo, wall_s, started_at, extras in heads:
-        extras = orjson.loads(extras) if isinstance(extras, str) else extras
-        if "turns" in extras:  # written before traces were normalised: the JSON is the whole trace
-            out[tid] = Trace.from_dict(extras)
-            legacy.add(tid)
-            continue
+        extras = orjson.loads(extras)
         out[tid] = Trace(
             trajectory_id=tid,
             room=extras["room"],
@@ -569,16 +563,12 @@ def load_traces(
             usage=extras["usage"],
             started_at=started_at.isoformat(),
             wall_s=wall_s,
-            memo_started_s=extras["memo_started_s"],
+            # (the key was memo_started_s before migration 007)
+            submit_turn_started_s=extras.get("submit_turn_started_s", extras.get("memo_started_s")),
             sandbox_level=extras.get("sandbox_level"),
         )
     for tid, index, messages, *rest in turn_rows:
-        if tid in out and tid not in legacy:
-            out[tid].turns.append(Turn(index, orjson.loads(messages), *rest))
+        out[tid].turns.append(Turn(index, orjson.loads(messages), *rest))
     for tid, index, turn_index, depth, *rest in call_rows:
-        if tid in out and tid not in legacy:
-            out[tid].subcalls.append(Subcall(index, turn_index, depth, *rest))
-    if not subcalls:  # rows from before 002 brought their calls along in the JSON
-        for t in out.values():
-            t.subcalls = []
+        out[tid].subcalls.append(Subcall(index, turn_index, depth, *rest))
     return out

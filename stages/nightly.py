@@ -27,14 +27,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline import db
+from pipeline import db, evaluation, sampling
 from pipeline.config import PipelineConfig
+from pipeline.errors import UserError
+from pipeline.metrics import headline
 from pipeline.policies import base_policy, load_policy, register_policy
 from pipeline.rooms import store
 
 
-class LockedError(RuntimeError):
-    user_facing = True
+class LockedError(UserError):
+    """Another round holds the run folder's lock."""
 
 
 @contextlib.contextmanager
@@ -98,7 +100,7 @@ def run(cfg: PipelineConfig) -> dict:
 
 
 def _round(cfg: PipelineConfig) -> dict:
-    from stages import dataset, evaluate, filter, grade, report, sample, train
+    from stages import dataset, filter, grade, report, train
 
     con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     if not store.room_names(con):
@@ -116,7 +118,9 @@ def _round(cfg: PipelineConfig) -> dict:
     )
     try:
         train_rooms = store.room_names(con, split="train")
-        top = sample.sample_policy(con, cfg, champ, train_rooms, cfg.nightly.top_up_k, "train", desc="top-up")
+        top = sampling.sample_policy(
+            con, cfg, champ, train_rooms, cfg.nightly.top_up_k, "train", desc="top-up"
+        )
         con.close()
         grade.run(cfg)
         # Filter over everything accepted so far, descended from the base policy.
@@ -135,7 +139,7 @@ def _round(cfg: PipelineConfig) -> dict:
         ).fetchone()[0]
         nothing_new = top["sampled"] == 0 and sel.get("reused") and ds.get("reused") and already > 0
         heldout = store.room_names(con, split="heldout")
-        eval_id, rows = evaluate.evaluate_policies(con, cfg, champ, [load_policy(con, cand_id)], heldout)
+        eval_id, rows = evaluation.evaluate_policies(con, cfg, champ, [load_policy(con, cand_id)], heldout)
         lift = next((r for r in rows if r["policy_id"] == cand_id and r["metric"] == "lift"), None)
         promoted = bool(lift and lift["ci_low"] is not None and lift["ci_low"] > 0 and cand_id != champ_id)
         decision = "nothing_to_do" if nothing_new else ("promoted" if promoted else "kept_champion")
@@ -155,7 +159,7 @@ def _round(cfg: PipelineConfig) -> dict:
                 round_id,
             ],
         )
-        print(evaluate.headline(rows))
+        print(headline(rows))
         if nothing_new:
             print(
                 "nothing new to do: no new trajectories, same selection and dataset, candidate already evaluated"

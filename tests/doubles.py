@@ -6,8 +6,11 @@ server it cuts the text at the first stop string (the stop string itself is
 not returned) and respects ``max_tokens`` roughly (4 characters a token).
 Every request is kept in ``.calls`` for assertions.
 
-Registered as backend kind ``scripted``: ``BackendConfig(kind="scripted",
-model="<key>")`` replays ``SCRIPTS[<key>]``.
+As a configured backend: ``BackendConfig(kind=SCRIPTED_KIND, model="<key>")``
+replays ``SCRIPTS[<key>]``. The kind is a ``"module:attr"`` spec, so a Ray
+worker finds the factory by importing it; a module that fills ``SCRIPTS`` at
+import and re-exports ``make_scripted`` can be named instead, so workers get
+its scripts too.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.config import BackendConfig
-from pipeline.llm.base import Completion, ContextLimitError, GenerationParams, register
+from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 from pipeline.rooms.model import count_tokens
 
 Script = list[str] | Callable[[list[dict[str, Any]]], str]
 
-# Scripts for backends built through make_backend(BackendConfig(kind="scripted", model=key)).
+# Scripts for backends built through make_backend(BackendConfig(kind=SCRIPTED_KIND, model=key)).
 SCRIPTS: dict[str, Script] = {}
+SCRIPTED_KIND = "tests.doubles:make_scripted"
 
 
 class ScriptExhausted(AssertionError):
@@ -75,8 +79,7 @@ class ScriptedBackend:
         self.closed = True
 
 
-@register("scripted")
-def _make_scripted(cfg: BackendConfig) -> ScriptedBackend:
+def make_scripted(cfg: BackendConfig) -> ScriptedBackend:
     key = cfg.model or "scripted"
     if key not in SCRIPTS:
         raise KeyError(f"models.*.model: no script registered under {key!r} in tests.doubles.SCRIPTS")

@@ -1,10 +1,13 @@
 """Warehouse: migrations, views, transactional bulk writers, stage runs."""
 
+import shutil
+
 import duckdb
 import pyarrow as pa
 import pytest
 
 from pipeline import db
+from pipeline.sql_models import LAYERS, ModelError, creation_order, load_models
 
 
 def test_migrations_apply_once_and_track_version(tmp_path):
@@ -127,3 +130,81 @@ def test_later_migrations_backfill_a_warehouse_written_at_version_1(tmp_path):
     assert "PRIMARY KEY" in kinds and "UNIQUE" not in kinds
     with pytest.raises(duckdb.ConstraintException):
         con.execute("insert into trajectories select * from trajectories")
+
+
+def _models(tmp_path, files: dict[str, str]):
+    for rel, sql in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(sql)
+    return load_models(tmp_path)
+
+
+def test_views_are_created_in_declared_dependency_order(tmp_path):
+    con = db.connect(tmp_path / "w.duckdb")
+    created = db.create_views(con)
+    assert set(created) == {p.stem for layer in LAYERS for p in (db.SQL_DIR / layer).glob("*.sql")}
+    for model in load_models(db.SQL_DIR):
+        for dep in model.depends_on:
+            if dep in created:
+                assert created.index(dep) < created.index(model.name), (model.name, dep)
+    # readers keep their views: the marts carry today's names
+    assert {"trajectory_scores", "policy_summary", "room_policy_summary", "pass_rate_by_kind", "rejection_funnel"} <= set(created)  # fmt: skip
+    assert all(
+        name.startswith("stg_") for name in created[: len(list((db.SQL_DIR / "staging").glob("*.sql")))]
+    )
+
+
+def test_models_order_from_their_declarations(tmp_path):
+    models = _models(
+        tmp_path,
+        {
+            "marts/a_mart.sql": "-- depends_on: z_mart, stg_t\nselect * from z_mart join stg_t using (x)",
+            "marts/z_mart.sql": "-- depends_on: stg_t\nselect * from stg_t",
+            "staging/stg_t.sql": "-- depends_on: raw\nselect * from raw",
+        },
+    )
+    assert [m.name for m in creation_order(models, {"raw"})] == ["stg_t", "z_mart", "a_mart"]
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            {"marts/m.sql": "-- depends_on: nowhere\nselect 1"},
+            "sql/marts/m.sql: depends on nowhere, which is neither a model nor a table",
+        ),
+        (
+            {
+                "marts/a.sql": "-- depends_on: b\nselect * from b",
+                "marts/b.sql": "-- depends_on: a\nselect * from a",
+            },
+            "sql/marts/a.sql: dependency cycle a -> b -> a",
+        ),
+        (
+            {
+                "staging/stg_x.sql": "-- depends_on: raw\nselect * from raw",
+                "marts/m.sql": "select * from stg_x",
+            },
+            "sql/marts/m.sql: reads stg_x without declaring it",
+        ),
+        (
+            {"staging/stg_x.sql": "-- depends_on: m\nselect * from m", "marts/m.sql": "select 1"},
+            "sql/staging/stg_x.sql: depends on m, a model of a later layer",
+        ),
+        ({"staging/x.sql": "select 1"}, "sql/staging/x.sql: staging models are named stg_<name>"),
+    ],
+)
+def test_a_bad_dependency_fails_with_one_line_naming_the_file(tmp_path, files, message):
+    with pytest.raises(ModelError) as err:
+        creation_order(_models(tmp_path, files), {"raw"})
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_view_that_does_not_bind_names_its_file(tmp_path, monkeypatch):
+    sql_dir = tmp_path / "sql"
+    shutil.copytree(db.SQL_DIR / "schema", sql_dir / "schema")
+    (sql_dir / "marts").mkdir()
+    (sql_dir / "marts" / "broken.sql").write_text("-- depends_on: rooms\nselect no_such_column from rooms")
+    monkeypatch.setattr(db, "SQL_DIR", sql_dir)
+    with pytest.raises(ModelError, match=r"^sql/marts/broken\.sql: .*no_such_column"):
+        db.connect(tmp_path / "w.duckdb")

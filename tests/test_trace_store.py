@@ -2,6 +2,7 @@
 
 import duckdb
 import orjson
+import pyarrow as pa
 import pytest
 
 from pipeline import db
@@ -45,6 +46,7 @@ def _turn(i, completion, started):
         completion_tokens=20 * (i + 1),
         started_s=started,
         ended_s=started + 1.0,
+        reasoning=f"thinking before turn {i}" if i % 2 else None,  # a reasoning model's, on some turns
     )
 
 
@@ -59,7 +61,7 @@ def interleaved_trace() -> Trace:
         memo=f"# Memo\n{MEMO_LINE}\n[x.txt] Assignment needs landlord consent.",
         started_at="2026-12-01T10:00:00.123456",
         wall_s=9.5,
-        memo_started_s=5.0,
+        submit_turn_started_s=5.0,
         sandbox_level="bwrap+seccomp",
         usage={"smol": {"prompt_tokens": 300, "completion_tokens": 60, "calls": 2}},
     )
@@ -98,7 +100,7 @@ def one_cell_trace() -> Trace:
         memo="[a.txt] Change of control consent needed from lender.",
         started_at="2026-12-01T10:00:00",
         wall_s=3.0,
-        memo_started_s=0.0,
+        submit_turn_started_s=0.0,
     )
     t.turns = [_turn(0, "```python\nr = llm_batch(p)\nsubmit('\\n'.join(r))\n```", 0.0)]
     t.subcalls = [_call(0, 0, "p" * 7, "[a.txt] Change of control consent needed from lender.")]
@@ -168,13 +170,13 @@ def test_metrics_are_computed_from_the_staged_rows(con):
     assert row["n_findings_carried"] == 1
     assert row["memo_chars"] == len(interleaved_trace().memo)
     # memo prose already in turn 0; the call that returned last (8.0 s) was issued in turn 1
-    assert row["memo_turn"] == 0 and row["memo_started_s"] == 0.0
+    assert row["memo_turn"] == 0 and row["memo_turn_started_s"] == 0.0
     assert row["last_subcall_turn"] == 1 and row["last_subcall_returned_s"] == 8.0
     one = db.fetch_dicts(con, "select * from trajectories where trajectory_id = ?", [OC])[0]
     assert one["memo_turn"] == 0 and one["last_subcall_turn"] == 0
     assert one["n_findings"] == 1 and one["n_findings_carried"] == 1
     flags = dict(
-        con.execute("select trajectory_id, memo_before_last_return from trajectory_scores").fetchall()
+        con.execute("select trajectory_id, memo_before_delegation_done from trajectory_scores").fetchall()
     )
     assert flags == {IL: True, OC: False}
 
@@ -204,35 +206,28 @@ def test_failed_flush_writes_nothing(con):
     assert after == before
 
 
-def test_rows_written_before_normalisation_still_load(con):
-    """Rows from before migration 002 hold the whole trace in the JSON column."""
-    t = one_cell_trace()
-    t.trajectory_id = "t-legacy"
-    row = {
-        "trajectory_id": t.trajectory_id,
-        "room_id": "room-a",
-        "policy_id": "p1",
-        "sample_index": 9,
-        "purpose": "train",
-        "harness": "rlm",
-        "status": t.status,
-        "memo": t.memo,
-        "n_turns": 1,
-        "n_subcalls": 1,
-        "root_prompt_tokens": 0,
-        "root_completion_tokens": 0,
-        "sub_prompt_tokens": 0,
-        "sub_completion_tokens": 0,
-        "wall_s": t.wall_s,
-        "delegated_chars": 7,
-        "memo_chars": len(t.memo),
-        "n_findings": 0,
-        "n_findings_carried": 0,
-        "started_at": db.now(),
-        "trace": orjson.dumps(t.to_dict()).decode(),
+def test_packed_layouts_match_the_warehouse_tables(con):
+    """The writer packs columns in the migrations' order and types: one declaration, checked here."""
+    from pipeline import trace_store
+
+    layouts = {
+        "trajectories": trace_store._TRAJECTORY,
+        "turns": trace_store._TURNS,
+        "subcalls": trace_store._CALLS,
     }
-    db.write_many(con, {"trajectories": [row]})
-    assert load_traces(con, ["t-legacy"])["t-legacy"] == t
+    for table, layout in layouts.items():
+        declared = dict(db._columns(con, table))
+        assert set(layout.names) <= set(declared), table
+        arrow = pa.schema([(n, t) for n, t in zip(layout.names[layout.keyed :], layout.types, strict=True)])
+        probe = con.sql(f"select {', '.join(arrow.names)} from {table} limit 0").to_arrow_table().schema
+        for field in arrow:
+            got = probe.field(field.name).type
+            assert got == field.type or (pa.types.is_timestamp(got) and pa.types.is_timestamp(field.type)), (
+                table,
+                field.name,
+                got,
+                field.type,
+            )
 
 
 def test_background_flush_writes_and_reraises(con):
@@ -291,3 +286,12 @@ def test_an_id_not_derived_from_its_key_is_refused(con):
     with pytest.raises(duckdb.ConstraintException):
         w.flush()
     assert con.execute("select count(*) from trajectories").fetchall()[0][0] == 1
+
+
+def test_reasoning_reaches_the_training_conversation():
+    t = one_cell_trace()
+    t.turns[0].reasoning = "check the change-of-control clause first"
+    reply = [m for m in t.messages() if m["role"] == "assistant"][0]
+    assert reply["reasoning_content"] == "check the change-of-control clause first"
+    t.turns[0].reasoning = None
+    assert "reasoning_content" not in [m for m in t.messages() if m["role"] == "assistant"][0]

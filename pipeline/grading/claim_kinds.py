@@ -4,15 +4,18 @@ A *claim kind* is a kind of finding a memo can assert about a document, for
 example "this contract ends on a change of control". Each kind has a
 signature: phrase groups in the rubric's ``any_of`` shape; a memo unit claims
 the kind when it holds at least one phrase of every group (matched like the
-reference judge matches phrases, pipeline.rooms.rubric) and the statement is
+reference judge matches phrases, pipeline.grading.criteria) and the statement is
 not negated (pipeline.grading.memo_text).
 
 Generated rooms use ``GENERATED``: one kind per distinct identify signature of
-the synthetic issue builders in pipeline.rooms.issues (plus ``coc_consent``,
-the signature of the consent-waived decoy); tests/grading/test_claim_kinds.py
-checks every builder's identify criterion against this table. Issue kinds whose identify
-criteria share a signature (a change-of-control termination right, whether in
-the original agreement or added by an amendment) are one claim kind. CUAD
+the synthetic issue builders (pipeline.rooms.synthetic.issues), plus
+``coc_consent``, the claim the consent-waived decoy imitates. This table is the
+one home of those phrases: the builders take their identify phrases from it
+(``identify_signature``) and the decoys their trap phrases
+(``trap_signature``); tests/grading/test_claim_kinds.py checks both. Issue
+kinds whose identify criteria share a signature (a change-of-control
+termination right, whether in the original agreement or added by an
+amendment) are one claim kind. CUAD
 rooms use the CUAD categories (pipeline.rooms.cuad.CATEGORIES_CUAD), each a
 single group of its synonyms.
 """
@@ -85,6 +88,14 @@ GENERATED_ISSUE_KIND = {
 }
 
 
+# decoy kind -> its trap's phrase groups, where they differ from its claim kind's signature
+# (the decoys were written with these; kept so generated rubrics stay as they were)
+GENERATED_TRAP = {
+    "decoy_consent_waived": [COC, ["consent", "terminat"]],
+    "decoy_permit_renewed": [["expired", "lapsed", "expiration"]],
+}
+
+
 def generated_claim_kind(issue_kind: str) -> str:
     return GENERATED_ISSUE_KIND.get(issue_kind, issue_kind)
 
@@ -92,6 +103,17 @@ def generated_claim_kind(issue_kind: str) -> str:
 def identify_signature(issue_kind: str) -> list[list[str]]:
     """A fresh copy of the identify phrase groups for a generator issue kind."""
     return [list(g) for g in GENERATED[generated_claim_kind(issue_kind)]]
+
+
+def trap_signature(decoy_kind: str) -> list[list[str]]:
+    """A fresh copy of the phrase groups a generator decoy's trap looks for in a memo.
+
+    A trap fails a memo that claims the decoy's apparent issue: its phrases are
+    those of the claim kind the decoy imitates, except where ``GENERATED_TRAP``
+    records its own.
+    """
+    groups = GENERATED_TRAP.get(decoy_kind) or GENERATED[generated_claim_kind(decoy_kind)]
+    return [list(g) for g in groups]
 
 
 def cuad_kinds() -> dict[str, list[list[str]]]:

@@ -21,15 +21,14 @@ costs no request. Ungraded results are not cached, so a rerun tries again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import duckdb
 
 from pipeline import db
+from pipeline.ids import digest
 from pipeline.llm.base import Backend, ContextLimitError, GenerationParams
 from pipeline.rooms.model import Criterion
 
@@ -55,7 +54,8 @@ class JudgeResponseError(ValueError):
 
 
 def memo_hash(memo: str) -> str:
-    return hashlib.sha256(memo.encode("utf-8")).hexdigest()
+    """The cache key of a memo: its full hex SHA-256."""
+    return digest(memo, length=None)
 
 
 def build_messages(memo: str, criteria: Sequence[Criterion]) -> list[dict[str, str]]:
@@ -242,19 +242,3 @@ async def judge_memo(
             cache.put_many(sha, judge_name, [(cid, p, r) for cid, (p, r) in fresh.items() if p is not None])
         results.update(fresh)
     return [(cid, results[cid][0], results[cid][1]) for cid in ids]
-
-
-def verdict_rows(trajectory_id: str, judge_name: str, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
-    """Rows for the grades table."""
-    at = db.now()
-    return [
-        {
-            "trajectory_id": trajectory_id,
-            "criterion_id": cid,
-            "judge": judge_name,
-            "passed": p,
-            "reason": r,
-            "graded_at": at,
-        }
-        for cid, p, r in verdicts
-    ]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.rooms.rubric import _pattern, normalize
+from pipeline.grading.criteria import normalize, phrase_pattern
 
 NGRAM = 8
 MAX_QUOTE_WORDS = 40
@@ -167,7 +167,7 @@ def _occurrences(sentence: str, phrase: str) -> list[tuple[int, int]]:
     p = normalize(phrase).strip()
     if not p or p not in sentence:
         return []
-    return [m.span() for m in _pattern(p, False).finditer(sentence)]
+    return [m.span() for m in phrase_pattern(p, False).finditer(sentence)]
 
 
 def _negated(sentence: str, start: int, end: int, own_starts: set[int]) -> bool:

@@ -9,13 +9,13 @@ How a memo is read, in order:
    (default ``BUDGET_BASE + BUDGET_PER_ISSUE`` x the room's planted issues);
    the grade records the budget, the memo's length and whether it was cut.
 2. **Units.** The memo is cut into paragraphs, list items and table rows
-   (pipeline.rooms.rubric.units).
+   (pipeline.grading.criteria.units).
 3. **Quotation.** Text copied from the room beyond a short quotation is cut
    out of each unit, and a unit that is mostly copied is dropped
    (pipeline.grading.memo_text.strip_quotation). Pasted source satisfies no
    criterion and makes no claim.
 4. **Criteria.** A non-trap criterion passes when one unit holds all of its
-   fields (pipeline.rooms.rubric.missing) and asserts the finding: the
+   fields (pipeline.grading.criteria.missing) and asserts the finding: the
    phrases of its issue's identify criterion, not negated (identify and trap
    criteria assert their own phrases; absence criteria are exempt, an absence
    being their finding). So a citation, an amount or a next step counts only
@@ -48,9 +48,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pipeline.grading import claim_kinds
+from pipeline.grading.criteria import PreparedUnit, check_units, has_phrase, normalize, parse_amounts, units
 from pipeline.grading.memo_text import RoomIndex, claims_signature, cut_to_budget, strip_quotation
 from pipeline.rooms.model import Criterion, Room
-from pipeline.rooms.rubric import _has, check_units, normalize, parse_amounts, units
 
 GRADER_VERSION = 2  # 1: criteria pass rate with traps counted as criteria (no precision, quotation or budget)
 BUDGET_BASE = 150
@@ -179,7 +179,7 @@ def claim_truth(room: Room) -> ClaimTruth:
             + [normalize(p) for c in crits for g in c.any_of for p in g]
         )
         issue_kinds |= {
-            k for k, groups in kinds.items() if all(any(_has(vocabulary, p) for p in g) for g in groups)
+            k for k, groups in kinds.items() if all(any(has_phrase(vocabulary, p) for p in g) for g in groups)
         }
         for k in issue_kinds:
             supported[k] |= refs
@@ -211,7 +211,7 @@ class ReferenceGrader:
         }
 
     # ------------------------------------------------------------ reading
-    def read(self, memo: str) -> tuple[list[tuple[str, str, list[float]]], int, bool, int]:
+    def read(self, memo: str) -> tuple[list[PreparedUnit], int, bool, int]:
         """(prepared units as (text, normalised, amounts), memo words, cut, quoted words)."""
         text, n_words, cut = cut_to_budget(memo or "", self.budget_words)
         prepared = []
@@ -229,7 +229,7 @@ class ReferenceGrader:
             ref = normalize(m.group().strip("./\\"))
             name = ref.rsplit("/", 1)[-1]
             refs |= {p for p in self.by_name.get(name, ()) if p.endswith(ref) or ref == name}
-        refs |= {normalize(e) for e in self.truth.entities if _has(norm, e, whole_word=True)}
+        refs |= {normalize(e) for e in self.truth.entities if has_phrase(norm, e, whole_word=True)}
         return refs
 
     # ------------------------------------------------------------ grading

@@ -4,8 +4,12 @@ One ``EpisodeRecorder`` belongs to one trajectory. It calls the root model
 on the conversation so far (extra message keys such as ``example`` stripped),
 records each turn with the messages appended since the previous one, keeps
 root usage, and closes the trace with a status from
-``pipeline.harness.trace.STATUSES``. ``run_harness`` picks the harness by
-``HarnessConfig.kind`` from ``HARNESSES`` (a registry, like the backends).
+``pipeline.harness.trace.STATUSES``.
+
+``run_harness`` is the one entry point for running an episode: it picks the
+harness by ``HarnessConfig.kind`` from ``pipeline.harness.registry.HARNESSES``
+(names -> ``"module:attr"``, imported on use, like the backends), so this
+module, which the harnesses import, imports none of them.
 """
 
 from __future__ import annotations
@@ -14,11 +18,20 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from pipeline.config import HarnessConfig
 from pipeline.harness.prompts import strip_extra_keys
+from pipeline.harness.registry import episode_function
 from pipeline.harness.trace import STATUSES, Trace, Turn
 from pipeline.llm.base import Backend, Completion, ContextLimitError, GenerationParams
+from pipeline.llm.openai_backend import ServerUnavailable
+from pipeline.rooms.model import Room
+
+# Both harnesses stop the root at the end of its fenced block (code or tool
+# call), so it never writes the REPL's or the tool's answer itself.
+CODE_STOP = ["\n```\n"]
 
 
 def now_iso() -> str:
@@ -40,15 +53,10 @@ async def guarded(rec: Any, timeout_s: float, loop: Callable[[], Awaitable[None]
             rec.finish("error", f"TimeoutError: {exc}")
     except ContextLimitError as exc:
         rec.finish("error", f"root context limit: {exc}")
+    except ServerUnavailable:
+        raise  # the deployment is down: the sampler stops, nothing is recorded for this trajectory
     except Exception as exc:  # noqa: BLE001 - a trajectory records its failure, the sampler goes on
         rec.finish("error", f"{type(exc).__name__}: {exc}"[:2000])
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` up to ``limit`` characters, with a visible marker for what was cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[... {len(text) - limit} more characters]"
 
 
 class EpisodeRecorder:
@@ -98,6 +106,7 @@ class EpisodeRecorder:
             completion_tokens=comp.completion_tokens,
             started_s=started_s,
             ended_s=self.now(),
+            reasoning=comp.reasoning or None,
         )
         self.trace.turns.append(turn)
         return turn
@@ -115,28 +124,18 @@ class EpisodeRecorder:
             self.trace.memo = memo
 
 
-EpisodeFn = Callable[..., Awaitable[Trace]]
+def run_harness(
+    room: Room,
+    room_dir: Path,
+    root: Backend,
+    subagent: Backend,
+    harness: HarnessConfig,
+    *args: Any,
+    **kw: Any,
+) -> Awaitable[Trace]:
+    """One episode of the harness named by ``harness.kind`` (an unknown kind is a ConfigError).
 
-
-def _rlm(*args: Any, **kw: Any) -> Awaitable[Trace]:
-    from pipeline.harness.root import run_episode
-
-    return run_episode(*args, **kw)
-
-
-def _toolloop(*args: Any, **kw: Any) -> Awaitable[Trace]:
-    from pipeline.harness.toolloop import run_toolloop_episode
-
-    return run_toolloop_episode(*args, **kw)
-
-
-HARNESSES: dict[str, EpisodeFn] = {"rlm": _rlm, "toolloop": _toolloop}
-
-
-def run_harness(room, room_dir, root, subagent, harness, sampling, **kw: Any) -> Awaitable[Trace]:
-    """Run one episode with the harness named by ``harness.kind`` (same arguments as run_episode)."""
-    if harness.kind not in HARNESSES:
-        raise KeyError(
-            f"harness.kind: unknown harness {harness.kind!r} (known: {', '.join(sorted(HARNESSES))})"
-        )
-    return HARNESSES[harness.kind](room, room_dir, root, subagent, harness, sampling, **kw)
+    The arguments are the harnesses' own (see ``pipeline.harness.root.run_episode``):
+    sampling, then keyword-only trajectory_id, policy_id and seed.
+    """
+    return episode_function(harness.kind)(room, room_dir, root, subagent, harness, *args, **kw)

@@ -37,11 +37,11 @@ from typing import Any
 
 import yaml
 
+from pipeline.harness.registry import HARNESSES
 from pipeline.rooms.model import Document, Room
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 REQUIRED_SECTIONS = ("system", "task")
-HARNESSES = ("rlm", "toolloop")
 # Folders listed one by one in the system prompt; the rest are counted.
 MAX_LISTED_FOLDERS = 40
 

@@ -24,8 +24,9 @@ from pipeline.harness.room_view import FORMAT_VERSION, INDEX_FILE, TEXTS_FILE
 from pipeline.rooms.model import Room, count_tokens
 
 
-def content_hash(room: Room) -> str:
+def room_content_hash(room: Room) -> str:
     """SHA-256 over everything the worker sees of the room (metadata and every document)."""
+    # Streamed, not pipeline.ids.digest: a room can be gigabytes, never joined into one string.
     h = hashlib.sha256()
     head = {"format": FORMAT_VERSION, "name": room.name, "target": room.target, "deal": room.deal}
     h.update(json.dumps(head, sort_keys=True, default=str).encode())
@@ -55,7 +56,7 @@ def export_room(room: Room, out_dir: Path) -> Path:
     if len(set(paths)) != len(paths):
         dup = next(p for p in paths if paths.count(p) > 1)
         raise ValueError(f"room {room.name!r}: duplicate document path {dup!r}")
-    digest = content_hash(room)
+    digest = room_content_hash(room)
     if _is_current(out_dir, digest):
         return out_dir
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -35,15 +35,14 @@ from typing import Any
 
 from pipeline.config import HarnessConfig, SamplingConfig
 from pipeline.harness.codeblocks import close_open_block, code_blocks
-from pipeline.harness.episode import EpisodeRecorder, cut, guarded, now_iso
+from pipeline.harness.episode import CODE_STOP, EpisodeRecorder, guarded, now_iso
+from pipeline.harness.output_cut import cut
 from pipeline.harness.prompts import PromptError, build_messages, load_variant, room_info
 from pipeline.harness.subagents import ERROR_PREFIX, SubagentRunner, calls_exhausted, room_budgets
 from pipeline.harness.trace import Subcall, Trace
 from pipeline.llm.base import Backend, GenerationParams
 from pipeline.rooms.model import Room
 
-# The root stops at the end of its code block, so it never writes the REPL's answer itself.
-CODE_STOP = ["\n```\n"]
 # Tracebacks and limit messages shown to the root are kept short; the code is the root's own.
 ERROR_CHARS = 1500
 RLM_MODEL_PREFIX = "rlm:"
@@ -54,8 +53,8 @@ def format_cell(result: Any, output_chars: int) -> tuple[str, str | None]:
     parts: list[str] = []
     output = (result.output or "").rstrip("\n")
     if output:
-        # The sandbox cuts too; this keeps the bound whatever the sandbox did.
-        parts.append(output if len(output) <= output_chars + 64 else cut(output, output_chars))
+        # The sandbox cuts too (its marker fits the slack); this keeps the bound whatever it did.
+        parts.append(cut(output, output_chars, slack=64))
     errors: list[str] = []
     if result.error:
         errors.append(cut(str(result.error).strip(), ERROR_CHARS))
@@ -232,7 +231,7 @@ class _RlmEpisode:
             comp, text, started, new, code="\n\n".join(ran), output=output, error="\n".join(errors) or None
         )
         if memo is not None:
-            self.trace.memo_started_s = started
+            self.trace.submit_turn_started_s = started
         # An exhausted budget ends the episode even when the same cell submitted:
         # that memo was written from refused (ERROR) subagent answers. It is kept.
         if self.runner.budget_exceeded:

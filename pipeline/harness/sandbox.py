@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.harness import kernel_layer
+from pipeline.harness.output_cut import cut
 from pipeline.harness.room_view import INDEX_FILE
+from pipeline.harness.subagents import MAX_BATCH_PROMPTS
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # the largest frame accepted from a worker (a big llm_batch)
-MAX_BATCH_PROMPTS = 100_000
 START_TIMEOUT_S = 60.0
 STDERR_TAIL_CHARS = 4000
 LIMIT_KINDS = ("timeout", "memory", "output", "sandbox", "crash")
@@ -106,14 +107,6 @@ def _kill_quietly(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _cut(text: str, cap: int) -> str:
-    """Re-apply the output cut host-side: a hostile worker may send more than it was allowed."""
-    marker_room = 40
-    if len(text) <= cap + marker_room:
-        return text
-    return text[:cap] + f"\n[... {len(text) - cap} more characters]"
 
 
 def _error_string(e: BaseException) -> str:
@@ -398,7 +391,8 @@ class Sandbox:
         ):
             raise _Protocol("malformed done message")
         result = CellResult(
-            output=_cut(output, self.limits.output_chars),
+            # Re-cut host-side: a hostile worker may send more than it was allowed.
+            output=cut(output, self.limits.output_chars, slack=40),
             error=error[:4000] if error else error,
             limit=limit,
             submitted=submitted,

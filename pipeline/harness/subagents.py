@@ -28,6 +28,9 @@ from pipeline.harness.trace import Subcall
 from pipeline.llm.base import Backend, ContextLimitError, GenerationParams
 from pipeline.rooms.model import count_tokens
 
+# Most prompts in one batch request. The worker sends an llm_batch in parts
+# of at most worker.BATCH_PART_PROMPTS (4096), so only a hostile worker comes
+# near it; the sandbox host checks the same bound on every request it reads.
 MAX_BATCH_PROMPTS = 10_000
 ERROR_PREFIX = "ERROR: "
 

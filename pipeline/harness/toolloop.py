@@ -27,7 +27,8 @@ from typing import Any
 
 from pipeline.config import HarnessConfig, SamplingConfig
 from pipeline.harness.codeblocks import close_open_block, fenced_blocks
-from pipeline.harness.episode import EpisodeRecorder, cut, guarded, now_iso
+from pipeline.harness.episode import CODE_STOP, EpisodeRecorder, guarded, now_iso
+from pipeline.harness.output_cut import cut
 from pipeline.harness.prompts import PromptError, build_messages, load_variant, room_info
 from pipeline.harness.room_view import RoomView
 from pipeline.harness.trace import Trace
@@ -36,7 +37,6 @@ from pipeline.rooms.model import Room
 
 TOOLS = ("list_folder", "search", "read", "submit")
 TOOL_LANGUAGES = ("tool", "json", "tool_call", "")
-CODE_STOP = ["\n```\n"]
 SEARCH_MAX_HITS = 50
 
 
@@ -247,7 +247,7 @@ class _ToolLoopEpisode:
                 self.rec.finish(
                     "submitted", "submit when asked at the turn limit" if final else "submit", memo
                 )
-                self.trace.memo_started_s = started
+                self.trace.submit_turn_started_s = started
                 return True
             output, error = 'ERROR: submit needs a non-empty "memo" string', "submit without a memo"
         else:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 STATUSES = ("submitted", "turn_limit", "budget", "error", "timeout")
 
 
@@ -27,6 +25,7 @@ class Turn:
     completion_tokens: int = 0
     started_s: float = 0.0
     ended_s: float = 0.0
+    reasoning: str | None = None  # the root's separate thinking, when its server returns one
 
 
 @dataclass
@@ -61,7 +60,7 @@ class Trace:
     usage: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> prompt/completion tokens, calls
     started_at: str = ""  # ISO timestamp
     wall_s: float = 0.0
-    memo_started_s: float | None = None  # start of the turn that called submit()
+    submit_turn_started_s: float | None = None  # start of the turn that called submit()
     sandbox_level: str | None = None  # kernel layer under the REPL: bwrap+seccomp | seccomp | python
 
     def add_usage(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
@@ -75,7 +74,10 @@ class Trace:
         out: list[dict[str, str]] = []
         for t in self.turns:
             out.extend(t.new_messages)
-            out.append({"role": "assistant", "content": t.completion})
+            reply = {"role": "assistant", "content": t.completion}
+            if t.reasoning:  # chat templates of reasoning models (GLM) render it; others ignore the key
+                reply["reasoning_content"] = t.reasoning
+            out.append(reply)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,12 +89,11 @@ class Trace:
         d["children"] = [c.to_dict() for c in self.children]
         return d
 
-    def to_json(self) -> str:
-        return orjson.dumps(self.to_dict()).decode()
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trace:
         d = dict(d)
+        if "memo_started_s" in d:  # the field's name in traces written before migration 007
+            d["submit_turn_started_s"] = d.pop("memo_started_s")
         d["turns"] = [Turn(**t) for t in d.get("turns", [])]
         d["subcalls"] = [Subcall(**s) for s in d.get("subcalls", [])]
         d["children"] = [Trace.from_dict(c) for c in d.get("children", [])]

@@ -1,17 +1,23 @@
-"""Model backends: one async interface, a registry chosen by config.
+"""Model backends: one async interface, chosen by config through a lazy registry.
 
 A backend turns chat messages into a ``Completion``. Stages never sniff
 model names: ``make_backend(BackendConfig)`` looks ``kind`` up in
-``REGISTRY`` (local | openai | extractive; tests register ``scripted``).
+``BACKENDS`` (local | openai | extractive), a map of names to
+``"module:attr"`` factories imported only when asked for, so building one
+backend never imports the others (torch, aiohttp). A ``kind`` holding a
+colon is itself such a spec (``"my_team.backends:make_mine"``, or the
+tests' scripted backend): it resolves by import wherever the config goes,
+Ray workers included, with no registration step.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pipeline.config import BackendConfig
+from pipeline.config import BackendConfig, ConfigError
 
 
 class ContextLimitError(ValueError):
@@ -26,6 +32,9 @@ class Completion:
     latency_s: float = 0.0
     model: str = ""
     finish_reason: str = ""
+    reasoning: str = (
+        ""  # a reasoning model's separate thinking (e.g. GLM's reasoning_content), kept in traces
+    )
 
 
 @dataclass
@@ -46,21 +55,31 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-REGISTRY: dict[str, Callable[[BackendConfig], Backend]] = {}
+BackendFactory = Callable[[BackendConfig], Backend]
+
+# kind -> "module:attr" of a factory taking the BackendConfig. Strings, so
+# that naming a backend imports only that backend.
+BACKENDS: dict[str, str] = {
+    "local": "pipeline.llm.local:make_local",
+    "openai": "pipeline.llm.openai_backend:make_openai",
+    "extractive": "pipeline.llm.extractive:make_extractive",
+}
 
 
-def register(kind: str) -> Callable:
-    def deco(factory: Callable[[BackendConfig], Backend]) -> Callable[[BackendConfig], Backend]:
-        REGISTRY[kind] = factory
-        return factory
-
-    return deco
+def backend_factory(kind: str) -> BackendFactory:
+    """The factory for ``kind``: a name in ``BACKENDS`` or a ``"module:attr"`` spec."""
+    spec = BACKENDS.get(kind) or (kind if ":" in kind else None)
+    if spec is None:
+        raise ConfigError(
+            f"models.*.kind: unknown backend {kind!r} "
+            f"(known: {', '.join(sorted(BACKENDS))}, or a 'module:attr' factory)"
+        )
+    try:
+        return pkgutil.resolve_name(spec)
+    except (AttributeError, ValueError) as exc:
+        # A module that fails to import (a missing optional dependency) raises its own ImportError.
+        raise ConfigError(f"models.*.kind: cannot load backend factory {spec!r}: {exc}") from exc
 
 
 def make_backend(cfg: BackendConfig) -> Backend:
-    # Importing the implementations registers them.
-    from pipeline.llm import extractive, local, openai_backend  # noqa: F401
-
-    if cfg.kind not in REGISTRY:
-        raise KeyError(f"models.*.kind: unknown backend {cfg.kind!r} (known: {', '.join(sorted(REGISTRY))})")
-    return REGISTRY[cfg.kind](cfg)
+    return backend_factory(cfg.kind)(cfg)

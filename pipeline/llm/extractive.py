@@ -24,7 +24,7 @@ some narrowed by a context pattern in ``KIND_CONTEXT`` so that boilerplate
 such as "any action to enforce this Agreement" is not litigation) or, failing
 those, a CUAD category (``cuad_kinds()``). A sentence matches a kind when it
 holds one phrase of every phrase group of the kind's signature, matched as
-the reference judge matches phrases (pipeline.rooms.rubric: ``normalize()``,
+the reference judge matches phrases (pipeline.grading.criteria: ``normalize()``,
 then the phrase at a word start). One exception: an inventor listing on a
 patent ("Inventors: A, B and C") is a ``missing_ip_assignment`` finding
 although it names no assignment, because what a reviewer must check there is
@@ -83,9 +83,10 @@ from dataclasses import dataclass, field
 
 from pipeline.config import BackendConfig
 from pipeline.grading.claim_kinds import GENERATED, cuad_kinds
-from pipeline.llm.base import Completion, ContextLimitError, GenerationParams, register
+from pipeline.grading.criteria import normalize
+from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
+from pipeline.llm.extractive_parties import PERMIT_ID, TARGET_LINE, parties, target_names
 from pipeline.rooms.model import count_tokens
-from pipeline.rooms.rubric import normalize
 
 NAME = "extractive"
 QUOTE_WORDS = 25
@@ -95,7 +96,6 @@ _HEADER_RES = [
     re.compile(r"^\s*(?:#+\s*)?(?:document|path)\s*:\s*(?P<path>\S.*?)\s*$", re.IGNORECASE),
 ]
 _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,5})\b")
-_TARGET_LINE = re.compile(r"^\s*target\s*:\s*(?P<name>.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 # Each pattern that matches adds its weight to a sentence's score.
 RISK_PATTERNS: list[tuple[re.Pattern[str], float]] = [
@@ -379,7 +379,7 @@ def _phrase_re(phrase: str) -> re.Pattern[str]:
 
 
 def holds(norm: str, phrase: str) -> bool:
-    """``phrase`` in normalized text, at a word start (pipeline.rooms.rubric's phrase matching)."""
+    """``phrase`` in normalized text, at a word start (pipeline.grading.criteria's phrase matching)."""
     return bool(_phrase_re(phrase).search(norm))
 
 
@@ -436,121 +436,6 @@ def kind_of(sentence: str) -> str | None:
         if matches(norm, groups):
             return slug
     return None
-
-
-# --------------------------------------------------------------------------- parties
-# Defined terms, roles and sentence openers: never a party on their own.
-_STOP = set(
-    """
-    a an the this that these those our its their his her if on in at by to of for during based neither either
-    notwithstanding subject any all each such upon as pursuant except within after before under while where
-    when whether unless until following no nos section sections schedule exhibit article articles clause annex
-    company companies agreement agreements amendment amendments change control effective date tenant landlord
-    lease premises borrower lender lenders obligations event events default term terms loan loans executive
-    products product territory affiliate affiliates invention inventions fees fee contract year years permit
-    permits customer customers supplier suppliers licensor licensee distributor reseller partner consultant
-    agency holder lessor lessee provider party parties plaintiff defendant inventor inventors master services
-    service supply purchase credit security business day days applicable law laws confidential information
-    deliverables losses specifications closing buyer seller purchaser board directors director chief officer
-    financial counsel general audit committee proprietary assignment order court fees payable intellectual
-    property patent patents united states american dollars usd employee employees employment bonus target
-    secretary chair whereas witness mr ms mrs dr re dear sir madam yours faithfully notice letter report
-    minutes memorandum new york january february march april may june july august september october november
-    december monday tuesday wednesday thursday friday saturday sunday vice president head operations
-    """.split()
-)
-_AGENCY = {
-    "department", "board", "service", "comptroller", "commission", "district", "agency", "office", "authority",
-    "bureau", "revenue", "administration", "court", "ministry", "council", "tribunal",
-}  # fmt: skip
-_OPENERS = {"the", "our", "based", "if", "on", "in", "during", "upon", "as", "pursuant", "a", "an", "by", "to"}  # fmt: skip
-_LEGAL = {"inc", "llc", "corp", "ltd", "lp", "gmbh", "s.a", "b.v", "plc", "co", "l.p", "n.v", "ag", "sa", "bv"}  # fmt: skip
-_CONNECT = {"of", "and", "&", "for", "de", "du", "van", "von"}
-# A run of capitalised words ending in one of these is a document's title ("Exclusive Distribution Agreement").
-_TITLE_END = {
-    "agreement", "amendment", "lease", "sublease", "note", "plan", "policy", "form", "report", "letter", "license",
-    "licence", "notice", "order", "complaint", "certificate", "minutes", "handbook", "schedule", "exhibit", "act",
-    "code", "rules", "regulations",
-}  # fmt: skip
-_PERMIT_ID = re.compile(r"\b[A-Z]{1,4}-\d{3,}\b")
-_TOKEN = re.compile(r"[A-Za-z][\w&'.-]*|\d[\w,.-]*|[^\w\s]")
-
-
-def _clean(tok: str) -> str:
-    tok = re.sub(r"['\u2019]s$", "", tok)
-    return tok.rstrip(".") if tok.lower().rstrip(".") not in _LEGAL else tok
-
-
-def _finish(run: list[str]) -> list[str]:
-    """A run of capitalised words -> the parties in it."""
-    while run and run[-1].lower() in _CONNECT:
-        run.pop()
-    if not run:
-        return []
-    agency = any(t.lower() in _AGENCY for t in run)
-    if agency:
-        while run and (run[0].lower() in _OPENERS or run[0].lower() in _CONNECT):
-            run.pop(0)
-        return [" ".join(run)] if len(run) >= 2 else []
-    out = []
-    for part in " ".join(run).split(" and "):
-        words = part.split()
-        if words and words[-1].lower() in _TITLE_END:
-            continue
-        while words and (words[-1].lower().rstrip(".") in _LEGAL or words[-1].lower() in _CONNECT):
-            words.pop()  # "Bluestone Logistics LLC" -> "Bluestone Logistics"
-        while words and (words[0].lower() in _STOP or words[0].lower() in _CONNECT):
-            words.pop(0)
-        while words and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECT):
-            words.pop()
-        if len(words) >= 2 and not all(w.lower() in _STOP or w.lower() in _CONNECT for w in words):
-            out.append(" ".join(words))
-    return out
-
-
-def parties(sentence: str, exclude: tuple[str, ...] = ()) -> list[str]:
-    """Names in a sentence: companies, people, agencies (two or more capitalised words) and permit ids."""
-    found: list[str] = []
-    run: list[str] = []
-    for tok in _TOKEN.findall(sentence):
-        word = _clean(tok)
-        capital = word[:1].isalpha() and word[:1].isupper()
-        if capital and (not word.isupper() or (run and word.lower().rstrip(".") in _LEGAL)):
-            run.append(word)  # all-capitals words are headings ("MASTER SERVICES AGREEMENT"), not names
-        elif word.lower() in _CONNECT and run:
-            run.append(word.lower() if word.lower() != "&" else "&")
-        else:
-            found += _finish(run)
-            run = []
-    found += _finish(run)
-    found += _PERMIT_ID.findall(sentence)
-    skip = [normalize(x) for x in exclude if x]
-    out: list[str] = []
-    for name in found:
-        n = normalize(name)
-        if any(n == s or s.startswith(n + " ") or n.startswith(s + " ") for s in skip):
-            continue
-        if name not in out:
-            out.append(name)
-    return out
-
-
-_COMPANY_DEF = re.compile(
-    r"(?P<name>[A-Z][\w&.,' -]{2,80}?)(?:,\s+an?\s+[^()]{0,80}?)?\s*\((?:the\s+)?[\"\u201c]Company[\"\u201d]\)"
-)
-
-
-def target_names(instruction: str, text: str) -> tuple[str, ...]:
-    """The target company's names: a ``Target:`` line of the instruction, ``X (the "Company")`` in the text."""
-    names = [m.group("name") for m in _TARGET_LINE.finditer(instruction)]
-    names += [m.group("name").strip(" ,") for m in _COMPANY_DEF.finditer(text)]
-    out = []
-    for n in names:
-        out.append(n)
-        words = [w for w in n.replace(",", " ").split() if w.lower().rstrip(".") not in _LEGAL]
-        if len(words) >= 2:
-            out.append(" ".join(words[:2]))
-    return tuple(dict.fromkeys(out))
 
 
 # --------------------------------------------------------------------------- amounts, quote
@@ -672,7 +557,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def instruction_terms(instruction: str) -> set[str]:
-    instruction = _TARGET_LINE.sub("", instruction)
+    instruction = TARGET_LINE.sub("", instruction)
     words = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z-]{5,}", instruction)}
     return {w for w in words if w not in _GENERIC}
 
@@ -743,7 +628,7 @@ def _texts(kind: str, who: list[str], sentence: str) -> tuple[str, str, str]:
         step = f"Review the {label} provision with {{p}} and address it in the deal terms."
     p = who[0] if who else _NO_PARTY.get(kind, "the counterparty")
     if kind == "expired_permit":
-        pid = next((w for w in who if _PERMIT_ID.fullmatch(w)), None)
+        pid = next((w for w in who if PERMIT_ID.fullmatch(w)), None)
         p = f"Permit {pid}" if pid else "the permit"
     elif kind == "tax_assessment" and who:
         p = f"the {p}"
@@ -860,6 +745,5 @@ class ExtractiveBackend:
         return None
 
 
-@register("extractive")
 def make_extractive(cfg: BackendConfig) -> ExtractiveBackend:
     return ExtractiveBackend(cfg)

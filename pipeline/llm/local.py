@@ -22,7 +22,8 @@ OpenAI API drop it instead). ``completion_tokens`` counts the tokens that
 were generated up to the stop.
 
 Threads: on CPU the backend sets torch's (process-wide) intra-op thread
-count to ``sensible_threads()``: ``RLM_TORCH_THREADS`` or half the usable cores.
+count to ``sensible_threads()``: ``RLM_TORCH_THREADS``, else every usable core
+(measured faster on an idle machine; set 1 on a busy one, see the function).
 
 Sampling: temperature 0 is greedy; otherwise multinomial sampling with
 ``temperature`` / ``top_p``. The batch is seeded once, from its first
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import BackendConfig
-from pipeline.llm.base import Completion, ContextLimitError, GenerationParams, register
+from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 from pipeline.llm.smollm2 import DEFAULT_MODEL_NAME, resolve_model_path
 
 
@@ -335,6 +336,5 @@ def _cut_at_stop(text: str, stops: list[str]) -> str | None:
     return None if best is None else text[:best]
 
 
-@register("local")
 def make_local(cfg: BackendConfig) -> LocalBackend:
     return LocalBackend(cfg)

@@ -16,9 +16,20 @@ attempt a ``BackendError`` says what went wrong. A prompt longer than
 context-length 400 is mapped to the same error.
 
 ``model`` is the served model name, which for vLLM may be a LoRA module
-(``vllm serve base --enable-lora --lora-modules name=path``). Stop strings
-follow the server: vLLM and the OpenAI API drop the matched stop string from
-the text, ``transformers serve`` keeps it.
+(``vllm serve base --enable-lora --lora-modules name=path``, or loaded at
+runtime: pipeline.llm.lora_modules).
+
+One behaviour for the harness, whatever the server: a completion stopped by a
+stop string ends with that string, as the local backend's do. vLLM drops the
+matched string from the text and names it in ``stop_reason``, so it is put
+back; ``transformers serve`` keeps it already. A reasoning model's separate
+thinking (``reasoning_content``, or ``reasoning`` in newer vLLM) is kept in
+``Completion.reasoning``.
+
+A server that stops answering (connection refused or dropped on every
+retry) raises ``ServerUnavailable``: that is the deployment failing, not the
+model, so the sampler stops with one line instead of recording trajectories
+that never had a model behind them.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ from typing import Any
 import aiohttp
 
 from pipeline.config import BackendConfig
-from pipeline.llm.base import Completion, ContextLimitError, GenerationParams, register
+from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 from pipeline.rooms.model import count_tokens
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -45,10 +56,17 @@ class BackendError(RuntimeError):
     """A request that failed for good (after retries, or with a non-retryable status)."""
 
 
+class ServerUnavailable(BackendError):
+    """The server refused or dropped the connection on every attempt: it is down, not slow."""
+
+    user_facing = True
+
+
 class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None):
+    def __init__(self, reason: str, retry_after: float | None = None, unreachable: bool = False):
         super().__init__(reason)
         self.retry_after = retry_after
+        self.unreachable = unreachable  # no HTTP answer at all (refused, reset)
 
 
 def estimate_prompt_tokens(messages: list[dict[str, str]]) -> int:
@@ -156,7 +174,7 @@ class OpenAIBackend:
                     raise ContextLimitError(f"{self.name}: server refused the prompt: {text[:300]}")
                 raise BackendError(f"{self.url}: HTTP {resp.status}: {text[:300]}")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise _Retryable(f"connection error: {type(exc).__name__}: {exc}") from exc
+            raise _Retryable(f"connection error: {type(exc).__name__}: {exc}", unreachable=True) from exc
         except TimeoutError as exc:
             raise _Retryable(f"timed out after {self.cfg.timeout_s:g}s") from exc
 
@@ -178,19 +196,28 @@ class OpenAIBackend:
             except _Retryable as exc:
                 last = str(exc)
                 if attempt == self.max_retries:
-                    raise BackendError(
+                    error = ServerUnavailable if exc.unreachable else BackendError
+                    raise error(
                         f"{self.name} at {self.url}: failed after {attempt + 1} attempts: {last}"
                     ) from exc
                 self.retries += 1
                 await asyncio.sleep(self._backoff(attempt, exc.retry_after))
-        return self._parse(data, messages, time.monotonic() - start)
+        return self._parse(data, messages, time.monotonic() - start, params)
 
-    def _parse(self, data: dict[str, Any], messages: list[dict[str, str]], latency: float) -> Completion:
+    def _parse(
+        self, data: dict[str, Any], messages: list[dict[str, str]], latency: float, params: GenerationParams
+    ) -> Completion:
         try:
             choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
+            message = choice["message"]
+            text = message.get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise BackendError(f"{self.url}: unexpected response shape: {str(data)[:300]}") from exc
+        matched = choice.get("stop_reason")
+        if isinstance(matched, str) and matched in (params.stop or ()) and not text.endswith(matched):
+            text += (
+                matched  # vLLM drops the stop string it matched; the harness sees it, as from every backend
+            )
         usage = data.get("usage") or {}
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
@@ -204,9 +231,9 @@ class OpenAIBackend:
             latency_s=latency,
             model=data.get("model") or self.name,
             finish_reason=choice.get("finish_reason") or "",
+            reasoning=message.get("reasoning_content") or message.get("reasoning") or "",
         )
 
 
-@register("openai")
 def make_openai(cfg: BackendConfig) -> OpenAIBackend:
     return OpenAIBackend(cfg)

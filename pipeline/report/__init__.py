@@ -1,1 +1,1 @@
-"""Report building blocks: plots (matplotlib, no display needed) and a tiny document model rendered to HTML and Markdown."""
+"""The run report: warehouse reads (data), sections, plots, a tiny document model (render) and build, which writes it all."""

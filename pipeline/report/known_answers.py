@@ -14,12 +14,9 @@ import duckdb
 from pipeline import db
 from pipeline.grading.known_answers import check_room
 from pipeline.grading.reference import GRADER_VERSION
+from pipeline.report.formatting import pct
 from pipeline.report.render import Section, Table
 from pipeline.rooms import store
-
-
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.1f}%"
 
 
 def known_answers_section(
@@ -53,9 +50,9 @@ def known_answers_section(
             [
                 f"policy: {labels.get(p['policy_id'], p['policy_id'])}",
                 str(p["rooms"]),
-                _pct(p["score"]),
-                _pct(p["recall"]),
-                _pct(p["precision"]),
+                pct(p["score"]),
+                pct(p["recall"]),
+                pct(p["precision"]),
                 f"grader v{p['versions']}",
             ]
         )
@@ -64,9 +61,9 @@ def known_answers_section(
             [
                 memo,
                 str(len(rows)),
-                _pct(mean(rows, "headline")),
-                _pct(mean(rows, "recall")),
-                _pct(mean(rows, "precision")),
+                pct(mean(rows, "headline")),
+                pct(mean(rows, "recall")),
+                pct(mean(rows, "precision")),
                 rows[0]["bar"] + ("" if all(r["ok"] for r in rows) else " MISSED"),
             ]
         )

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
 import json
 import random
 import re
@@ -39,8 +38,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.rooms.model import CATEGORIES, Criterion, Document, Room
+from pipeline.rooms.model import Criterion, Document, Room, category_folder
 from pipeline.rooms.probes import sample_probes
+from pipeline.rooms.split import split_for
 from pipeline.rooms.store import RoomError
 
 MAX_CONTRACTS_PER_ROOM = 120  # about 2M tokens of CUAD text; bigger rooms belong to the generator
@@ -353,22 +353,8 @@ def contract_folder(file_name: str) -> tuple[str, str]:
     upper = file_name.upper()
     for words, category, sub in CONTRACT_TYPES:
         if any(w in upper for w in words):
-            return category, f"{_category_folder(category)}/{sub}"
-    return "material_contracts", f"{_category_folder('material_contracts')}/other"
-
-
-def _category_folder(category: str) -> str:
-    return f"{CATEGORIES.index(category) + 1:02d}_{category}"
-
-
-def split_for(name: str, heldout_fraction: float) -> str:
-    """The room's split: pipeline.rooms.split's rule where that module exists, else the same rule here."""
-    try:
-        from pipeline.rooms.split import split_for as shared
-    except ImportError:
-        h = int(hashlib.sha256(name.encode("utf-8")).hexdigest(), 16) % 1000
-        return "heldout" if h < heldout_fraction * 1000 else "train"
-    return shared(name, heldout_fraction)
+            return category, f"{category_folder(category)}/{sub}"
+    return "material_contracts", f"{category_folder('material_contracts')}/other"
 
 
 def normalise(text: str) -> str:

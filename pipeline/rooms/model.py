@@ -30,6 +30,12 @@ CATEGORIES = [
     "financial_statements",
 ]
 
+
+def category_folder(category: str) -> str:
+    """Numbered top folder of a category, e.g. material_contracts -> 03_material_contracts."""
+    return f"{CATEGORIES.index(category) + 1:02d}_{category}"
+
+
 CRITERION_KINDS = ["identify", "cite", "quantify", "connect", "absence", "next_step", "trap"]
 
 
@@ -70,7 +76,7 @@ class Criterion:
     """One atomic pass/fail rubric item.
 
     ``text`` is what an LLM judge reads. The other fields drive the
-    deterministic reference judge (pipeline.rooms.rubric.check_criterion):
+    deterministic reference judge (pipeline.grading.criteria.check_criterion):
     a non-trap criterion passes when one paragraph of the memo satisfies all
     of entities / any_of phrase groups / amounts / paths and contains none of
     ``forbidden``; a trap criterion passes unless some paragraph satisfies

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -30,14 +31,24 @@ def _pieces(text: str) -> list[str]:
     return text.replace("\n", ". ").split(". ")
 
 
+# The breaks _pieces cuts at, in the original text: ". " is two characters, a line break one.
+_BREAK = re.compile(r"\. |\n")
+
+
 def _anchored(text: str) -> list[tuple[int, str]]:
-    """(offset, key) of every sentence prefix, with offsets into ``text``."""
+    """(offset, key) of every sentence prefix, with offsets into ``text``.
+
+    The pieces are _pieces(text)'s; offsets come from the breaks in the text
+    itself, since _pieces widens each line break to ". ".
+    """
     out = []
     pos = 0
-    for piece in _pieces(text):
-        if len(piece) >= PROBE_CHARS:
-            out.append((pos, piece[:PROBE_CHARS]))
-        pos += len(piece) + 2
+    for brk in [*_BREAK.finditer(text), None]:
+        end = brk.start() if brk else len(text)
+        if end - pos >= PROBE_CHARS:
+            out.append((pos, text[pos : pos + PROBE_CHARS]))
+        if brk:
+            pos = brk.end()
     return out
 
 

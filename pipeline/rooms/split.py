@@ -8,12 +8,13 @@ exist, on every machine and in every run.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
+
+from pipeline.ids import bucket
 
 
 def _bucket(name: str) -> int:
-    return int(hashlib.sha256(name.encode("utf-8")).hexdigest()[:8], 16) % 1000
+    return bucket(name, 1000)
 
 
 def _check(heldout_fraction: float) -> None:

@@ -14,6 +14,8 @@ from pipeline.rooms.model import Criterion, Document, Probe, Room
 class RoomError(ValueError):
     """A room that cannot be stored as given (the message names the file/row)."""
 
+    user_facing = True  # the CLI prints the message as one line
+
 
 def validate(room: Room, source: str = "") -> None:
     where = source or room.name

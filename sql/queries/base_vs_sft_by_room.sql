@@ -1,4 +1,4 @@
--- Base vs SFT pass rate per held-out room for the latest evaluation's
+-- Base vs SFT score (the headline) per held-out room for the latest evaluation's
 -- policies: the paired comparison behind the lift.
 with
 
@@ -12,16 +12,16 @@ policies_in_eval as (
 ),
 
 per_room as (
-    select room_id, policy_id, pass_rate from room_policy_summary where purpose = 'eval'
+    select room_id, policy_id, score from room_policy_summary where purpose = 'eval'
 ),
 
 final as (
     select
         b.room_id,
-        b.pass_rate as base_pass_rate,
+        b.score as base_score,
         c.policy_id as candidate_policy_id,
-        c.pass_rate as candidate_pass_rate,
-        c.pass_rate - b.pass_rate as paired_difference
+        c.score as candidate_score,
+        c.score - b.score as paired_difference
     from policies_in_eval as p
     join per_room as b on b.policy_id = p.base_policy_id
     join per_room as c on c.policy_id = p.policy_id and c.room_id = b.room_id

@@ -1,9 +1,10 @@
--- Coverage vs pass rate by policy: does reading more of the room buy a
--- better memo? One row per policy and coverage decile.
+-- Coverage vs score (the headline, F1 of recall and precision) by policy:
+-- does reading more of the room buy a better memo? One row per policy and
+-- coverage decile.
 with
 
 scores as (
-    select policy_id, purpose, coverage, pass_rate from trajectory_scores where graded
+    select policy_id, purpose, coverage, score from trajectory_scores where graded
 ),
 
 binned as (
@@ -17,7 +18,7 @@ final as (
         coverage_decile,
         count(*) as n_trajectories,
         avg(coverage) as mean_coverage,
-        avg(pass_rate) as mean_pass_rate
+        avg(score) as mean_score
     from binned
     group by policy_id, purpose, coverage_decile
 )

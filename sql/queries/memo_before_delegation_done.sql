@@ -3,19 +3,19 @@
 with
 
 scores as (
-    select policy_id, purpose, memo_before_last_return, finished, pass_rate from trajectory_scores
+    select policy_id, purpose, memo_before_delegation_done, finished, score from trajectory_scores
 ),
 
 final as (
     select
         policy_id,
         purpose,
-        memo_before_last_return,
+        memo_before_delegation_done,
         count(*) as n,
-        avg(pass_rate) as mean_pass_rate
+        avg(score) as mean_score
     from scores
     where finished
-    group by policy_id, purpose, memo_before_last_return
+    group by policy_id, purpose, memo_before_delegation_done
 )
 
-select * from final order by policy_id, purpose, memo_before_last_return
+select * from final order by policy_id, purpose, memo_before_delegation_done

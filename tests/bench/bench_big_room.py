@@ -39,7 +39,7 @@ from pipeline.harness.room_export import export_room
 from pipeline.harness.root import run_episode
 from pipeline.llm.base import make_backend
 from pipeline.llm.extractive import extract
-from pipeline.rooms.generator import generate_room
+from pipeline.rooms.synthetic.generator import generate_room
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

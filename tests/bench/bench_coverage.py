@@ -16,8 +16,8 @@ import argparse
 import random
 import time
 
-from pipeline.rooms.generator import generate_room
 from pipeline.rooms.probes import ProbeIndex
+from pipeline.rooms.synthetic.generator import generate_room
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
     python tests/bench/bench_rooms.py [--documents 5000 --tokens-per-document 16000]
 
-Times pipeline.rooms.generator.generate_room (which includes probe sampling)
+Times pipeline.rooms.synthetic.generator.generate_room (which includes probe sampling)
 and pipeline.rooms.store.save_room into a fresh DuckDB file, and reports the
 peak resident memory of the process. Targets: a 5,000-document, ~80M-token
 room generated and saved in at most 120 s and at most 4 GiB peak RSS; a
@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline import db
-from pipeline.rooms.generator import generate_room
 from pipeline.rooms.store import save_room
+from pipeline.rooms.synthetic.generator import generate_room
 
 TARGET_S = 120.0
 TARGET_RSS_GIB = 4.0

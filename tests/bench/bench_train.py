@@ -34,6 +34,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from pipeline.config import load_config  # noqa: E402
 from pipeline.training import base_model_path  # noqa: E402
 from pipeline.training.masking import tokenize_conversation  # noqa: E402
+from pipeline.training.sft import lora_config  # noqa: E402
 
 SYSTEM = (
     "You are the root agent of a due-diligence review. The data room is loaded in a Python REPL as `room` "
@@ -75,12 +76,10 @@ def synthetic_conversation(rng: random.Random, i: int) -> list[dict]:
 
 def run_mode(name: str, model_path: str, data, cfg, steps: int, max_length: int) -> dict:
     import torch
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     t = cfg.train
-    targets = "all-linear" if list(t.target_modules) == ["all-linear"] else t.target_modules
     packing, padding_free = name == "packed", name == "padding-free"
     with tempfile.TemporaryDirectory() as out:
         args = SFTConfig(
@@ -103,10 +102,9 @@ def run_mode(name: str, model_path: str, data, cfg, steps: int, max_length: int)
         )
         tok = AutoTokenizer.from_pretrained(model_path)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        lora = LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                          target_modules=targets, task_type="CAUSAL_LM")  # fmt: skip
+        # The train stage's own LoRA settings, so the figures hold for what it trains.
         trainer = SFTTrainer(
-            model=model, args=args, train_dataset=data, processing_class=tok, peft_config=lora
+            model=model, args=args, train_dataset=data, processing_class=tok, peft_config=lora_config(cfg)
         )
         batch_positions = 0
         if name == "padded":  # how many positions the padded batches hold (real + padding)

@@ -12,7 +12,7 @@ and commits; each flush's transaction runs while the next one is buffered and
 built). Beside it, the row-dict path (db.write_rows) on a slice, so the ratio
 is measured in the same run.
 Then adds reference grades and coverage with Arrow and times every view in
-sql/views, fetching its whole result. Targets: ingest >= 1,000,000 rows/s;
+sql/marts, fetching its whole result. Targets: ingest >= 1,000,000 rows/s;
 every view under 2 s.
 """
 
@@ -49,7 +49,7 @@ def synth(start: int, n: int, calls_per: int) -> list[tuple[Trace, str]]:
             memo="Finding: consent required. " * 8,
             started_at="2026-12-01T00:00:00",
             wall_s=12.5,
-            memo_started_s=10.0,
+            submit_turn_started_s=10.0,
         )
         t.turns = [
             Turn(
@@ -200,7 +200,7 @@ def main() -> None:
         n_calls = con.execute("select count(*) from subcalls").fetchall()[0][0]
         print(f"warehouse: {n:,} trajectories, {n_calls:,} subagent calls, {n * args.criteria_per:,} grades")
         worst = 0.0
-        for view in sorted(p.stem for p in (db.SQL_DIR / "views").glob("*.sql")):
+        for view in sorted(p.stem for p in (db.SQL_DIR / "marts").glob("*.sql")):
             t0 = time.perf_counter()
             result = con.sql(f"select * from {view}").to_arrow_table()  # the whole result, every column
             dt = time.perf_counter() - t0

@@ -17,7 +17,7 @@ from aiohttp import web
 from pipeline import db
 from pipeline.config import BackendConfig
 from pipeline.grading.llm_judge import JudgeCache, judge_memo, memo_hash, parse_verdicts
-from pipeline.llm.base import REGISTRY, make_backend
+from pipeline.llm.base import make_backend
 from pipeline.rooms.model import Criterion
 from tests.doubles import ScriptedBackend
 
@@ -26,13 +26,7 @@ MEMO = "The Acme MSA (03_material_contracts/msa.txt) lets the customer terminate
 
 def _openai_backend(base_url: str):
     cfg = BackendConfig(kind="openai", base_url=base_url, model="judge-model", max_retries=0, timeout_s=10)
-    try:
-        return make_backend(cfg)
-    except ImportError:
-        # make_backend imports every implementation; until all of them exist use the openai one directly.
-        import pipeline.llm.openai_backend  # noqa: F401
-
-        return REGISTRY["openai"](cfg)
+    return make_backend(cfg)  # imports only the openai backend
 
 
 class JudgeServer:
@@ -247,12 +241,7 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
     cfg = BackendConfig(
         kind="openai", base_url=server.base_url, model=server.model, timeout_s=300, max_retries=1
     )
-    try:
-        backend = make_backend(cfg)
-    except ImportError:
-        import pipeline.llm.openai_backend  # noqa: F401
-
-        backend = REGISTRY["openai"](cfg)
+    backend = make_backend(cfg)
 
     async def go():
         try:

@@ -3,12 +3,12 @@
 import pytest
 
 from pipeline.grading import claim_kinds
-from pipeline.grading.known_answers import BARS, check_room, expert_label_memo
+from pipeline.grading.criteria import normalize
+from pipeline.grading.known_answers import BARS, check_room, evidence_memo, expert_label_memo
 from pipeline.grading.memo_text import RoomIndex, claims_signature, cut_to_budget, strip_quotation
 from pipeline.grading.reference import ReferenceGrader, default_budget, headline
-from pipeline.rooms.generator import generate_room
 from pipeline.rooms.model import Amount, Criterion, Document, Room
-from pipeline.rooms.rubric import evidence_memo, normalize
+from pipeline.rooms.synthetic.generator import generate_room
 from tests.rooms.test_cuad import corpus_dir
 
 CORPUS = corpus_dir()  # ../shared/data beside the project, or RLM_DATA_DIR

@@ -16,7 +16,7 @@ from pipeline.harness.room_export import export_room
 from pipeline.harness.root import run_episode
 from pipeline.harness.trace import STATUSES, Trace
 from pipeline.llm.base import make_backend
-from pipeline.rooms.generator import generate_room
+from pipeline.rooms.synthetic.generator import generate_room
 
 pytestmark = pytest.mark.slow
 

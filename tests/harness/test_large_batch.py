@@ -19,7 +19,7 @@ from pipeline.harness.root import run_episode
 from pipeline.harness.subagents import room_budgets
 from pipeline.harness.worker import MAX_FRAME_BYTES
 from pipeline.llm.base import make_backend
-from pipeline.rooms.generator import generate_room
+from pipeline.rooms.synthetic.generator import generate_room
 from tests.doubles import ScriptedBackend
 from tests.harness.test_root import delegation_program
 

@@ -16,8 +16,8 @@ from pipeline.harness.prompts import (
     strip_extra_keys,
     variant_names,
 )
-from pipeline.rooms.generator import generate_room
 from pipeline.rooms.model import count_tokens
+from pipeline.rooms.synthetic.generator import generate_room
 
 
 @pytest.fixture(scope="module")

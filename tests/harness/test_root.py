@@ -16,7 +16,7 @@ from pipeline.harness.room_export import export_room
 from pipeline.harness.root import ERROR_CHARS, run_episode
 from pipeline.harness.trace import STATUSES, Trace
 from pipeline.llm.base import ContextLimitError, make_backend
-from pipeline.rooms.generator import generate_room
+from pipeline.rooms.synthetic.generator import generate_room
 from tests.doubles import ScriptedBackend
 
 
@@ -82,7 +82,7 @@ def test_submit_path(room, room_dir, extractive):
     assert trace.status == "submitted", trace.end_reason
     assert len(trace.turns) == 1
     assert trace.sandbox_level == kernel_layer.strongest_level()  # the strongest this machine allows
-    assert trace.memo_started_s == trace.turns[0].started_s
+    assert trace.submit_turn_started_s == trace.turns[0].started_s
     # Every document went to a subagent and the memo cites documents by path.
     prompted = {
         line[4:-4] for c in trace.subcalls for line in c.prompt.splitlines() if line.startswith("=== ")
@@ -120,7 +120,7 @@ def test_final_turn_code_that_submits_is_run(room, room_dir, extractive):
     trace = episode(room, room_dir, root, extractive, HarnessConfig(prompt="base", max_turns=1))
     assert trace.status == "submitted"
     assert trace.memo == "memo after the limit"
-    assert trace.memo_started_s == trace.turns[1].started_s
+    assert trace.submit_turn_started_s == trace.turns[1].started_s
 
 
 def test_completion_without_code_gets_a_correction(room, room_dir, extractive):

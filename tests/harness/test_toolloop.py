@@ -12,7 +12,7 @@ from pipeline.harness.prompts import load_variant
 from pipeline.harness.room_export import export_room
 from pipeline.harness.toolloop import ToolCallError, parse_tool_call, run_toolloop_episode
 from pipeline.harness.trace import Trace
-from pipeline.rooms.generator import generate_room
+from pipeline.rooms.synthetic.generator import generate_room
 from tests.doubles import ScriptedBackend
 
 
@@ -86,7 +86,7 @@ def test_tools_and_submit(room, room_dir):
         "name": "read",
         "args": {"path": doc.path, "offset": 0, "length": 120},
     }
-    assert trace.memo_started_s == trace.turns[-1].started_s
+    assert trace.submit_turn_started_s == trace.turns[-1].started_s
     assert Trace.from_dict(json.loads(json.dumps(trace.to_dict()))) == trace
 
 

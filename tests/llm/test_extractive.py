@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.config import BackendConfig
 from pipeline.grading.claim_kinds import GENERATED, generated_claim_kind
+from pipeline.grading.criteria import grade_memo, parse_amounts
 from pipeline.llm.base import ContextLimitError, GenerationParams, make_backend
 from pipeline.llm.extractive import (
     QUOTE_WORDS,
@@ -18,12 +19,11 @@ from pipeline.llm.extractive import (
     extract,
     kind_of,
     parse_prompt,
-    parties,
     split_sentences,
 )
-from pipeline.rooms.generator import generate_room
+from pipeline.llm.extractive_parties import parties
 from pipeline.rooms.model import count_tokens
-from pipeline.rooms.rubric import grade_memo, parse_amounts
+from pipeline.rooms.synthetic.generator import generate_room
 
 MSA = """MASTER SERVICES AGREEMENT
 

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from pipeline.config import BackendConfig
 from pipeline.llm.base import ContextLimitError, GenerationParams, make_backend
-from pipeline.llm.openai_backend import BackendError, OpenAIBackend
+from pipeline.llm.openai_backend import BackendError, OpenAIBackend, ServerUnavailable
 
 
 class FakeServer:
@@ -23,7 +23,9 @@ class FakeServer:
     ``"429:1 ..."``: likewise with 429 (and ``Retry-After: 0``);
     ``"hang:1 ..."``: the first attempt sleeps past the test's timeout;
     ``"400 ..."``: always HTTP 400; ``"ctx ..."``: a vLLM-style context-length 400;
-    ``"slow ..."``: answers after 50 ms; anything else answers at once.
+    ``"slow ..."``: answers after 50 ms; ``"vllmstop ..."``: answers as vLLM does when a stop
+    string matched (dropped from the text, named in ``stop_reason``) and with ``reasoning_content``;
+    anything else answers at once.
     """
 
     def __init__(self) -> None:
@@ -60,6 +62,16 @@ class FakeServer:
                 )
             if kind == "slow":
                 await asyncio.sleep(0.05)
+            if kind == "vllmstop":
+                return web.json_response(
+                    {
+                        "model": body.get("model", "served"),
+                        "choices": [{"index": 0, "finish_reason": "stop", "stop_reason": body["stop"][0],
+                                     "message": {"role": "assistant", "content": "print(1)",
+                                                 "reasoning_content": "the user wants code"}}],
+                        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+                    }
+                )  # fmt: skip
             return web.json_response(
                 {
                     "model": body.get("model", "served"),
@@ -188,7 +200,7 @@ def test_connection_refused_is_retried_then_reported():
     b = backend(f"http://127.0.0.1:{port}/v1", max_retries=2)
 
     async def main():
-        with pytest.raises(BackendError, match="failed after 3 attempts: connection error"):
+        with pytest.raises(ServerUnavailable, match="failed after 3 attempts: connection error"):
             await b.complete(user("x"), P)
         await b.aclose()
 
@@ -251,3 +263,19 @@ def test_real_transformers_serve(transformers_server):
         assert comp.finish_reason in ("stop", "length")
     # The response is valid JSON all the way through (parse once more for the record).
     json.dumps(comp.__dict__)
+
+
+def test_a_stop_string_the_server_dropped_is_put_back_and_reasoning_kept():
+    """One behaviour for the harness: completions end with the stop string that ended them."""
+
+    async def main():
+        async with serve(FakeServer()) as url:
+            b = backend(url)
+            comp = await b.complete(user("vllmstop x"), GenerationParams(max_tokens=8, stop=["\n```\n"]))
+            plain = await b.complete(user("plain x"), GenerationParams(max_tokens=8, stop=["\n```\n"]))
+            await b.aclose()
+            return comp, plain
+
+    comp, plain = asyncio.run(main())
+    assert comp.text == "print(1)\n```\n" and comp.reasoning == "the user wants code"
+    assert plain.text == "echo: plain x" and plain.reasoning == ""  # no stop_reason: left as it is

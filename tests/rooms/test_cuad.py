@@ -130,9 +130,9 @@ def test_locate_matches_after_normalising_quotes_whitespace_and_omissions():
 
 
 def test_reference_judge_passes_a_memo_that_names_the_category_and_cites_the_path(rooms):
-    if importlib.util.find_spec("pipeline.rooms.rubric") is None:
-        pytest.skip("pipeline.rooms.rubric (the reference judge) is not written yet")
-    from pipeline.rooms.rubric import check_criterion
+    if importlib.util.find_spec("pipeline.grading.criteria") is None:
+        pytest.skip("pipeline.grading.criteria (the reference judge) is not written yet")
+    from pipeline.grading.criteria import check_criterion
 
     def passed(result: tuple[bool, str]) -> bool:
         return result[0]

@@ -8,12 +8,12 @@ from collections import Counter
 import pytest
 
 from pipeline import db
-from pipeline.rooms.generator import generate_room
-from pipeline.rooms.issues import ISSUES
 from pipeline.rooms.model import CATEGORIES, CRITERION_KINDS
 from pipeline.rooms.probes import PROBE_CHARS
 from pipeline.rooms.split import assign_splits, split_for
 from pipeline.rooms.store import load_room, save_room
+from pipeline.rooms.synthetic.generator import generate_room
+from pipeline.rooms.synthetic.issues import ISSUES
 
 SMALL_SEEDS = [0, 1, 2, 3, 4]
 
@@ -174,3 +174,17 @@ def test_assign_splits_keeps_both_splits():
     # names that the rule already splits both ways are left as the rule says
     names = [f"room-{i:04d}" for i in range(100)]
     assert assign_splits(names, 0.3) == {n: split_for(n, 0.3) for n in names}
+
+
+def test_probes_sit_at_their_offsets(small_rooms, medium_room):
+    """A probe's char_offset points at its text in its document (line breaks counted once)."""
+    from pipeline.rooms.probes import _anchored, sentence_keys
+
+    for room in [*small_rooms, medium_room]:
+        docs = {d.path: d.text for d in room.documents}
+        for p in room.probes:
+            if len(p.text) == PROBE_CHARS:  # sentence-anchored (tiny documents use their whole text)
+                assert docs[p.path][p.char_offset :].startswith(p.text), (room.name, p)
+    text = "First line of a long document that is here.\nSecond line, which is long enough to probe. Third"
+    assert [k for _, k in _anchored(text)] == sentence_keys(text)
+    assert all(text[o:].startswith(k) for o, k in _anchored(text))

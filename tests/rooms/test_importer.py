@@ -10,8 +10,8 @@ import docx
 import pytest
 
 from pipeline import db
-from pipeline.rooms.importer import category_for, import_folder
-from pipeline.rooms.rubric_file import load_rubric
+from pipeline.rooms.imported.folder import category_for, import_folder
+from pipeline.rooms.imported.rubric_file import load_rubric
 from pipeline.rooms.store import RoomError, load_room, save_room
 
 

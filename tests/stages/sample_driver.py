@@ -10,6 +10,7 @@ import sys
 from pipeline.config import load_config
 from stages import sample
 from tests import doubles
+from tests.doubles import make_scripted  # noqa: F401  (the root's kind names it here, see OVERRIDES)
 
 PROGRAM = (
     "Reading every document.\n```python\n"
@@ -29,12 +30,12 @@ def _dies_once(messages):
     os._exit(1)
 
 
-# Registered at import so that Ray workers importing this module (RLM_EXTRA_BACKENDS) get them too.
+# Filled at import: the root's kind names this module, so Ray workers that load it get them too.
 doubles.SCRIPTS["program"] = lambda messages: PROGRAM
 doubles.SCRIPTS["dies_once"] = _dies_once
 
 OVERRIDES = [
-    "models.root.kind=scripted",
+    "models.root.kind=tests.stages.sample_driver:make_scripted",
     "models.root.model=program",
     "sample.k=5",
     "sample.concurrency=2",

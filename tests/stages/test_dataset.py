@@ -16,6 +16,7 @@ from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.harness.trace import Subcall, Trace, Turn
 from pipeline.policies import base_policy, register_policy
+from pipeline.trace_store import trace_extras
 
 SYSTEM = (
     "You are the root agent of a due-diligence review. The data room is loaded in a Python REPL as `room`. "
@@ -108,7 +109,7 @@ def make_warehouse(
     cfg.dataset.val_fraction = 0.25
     con = db.connect(cfg.run.db_path)
     policy_id = register_policy(con, base_policy(cfg))
-    room_rows, traj_rows, sel_rows = [], [], []
+    room_rows, traj_rows, turn_rows, call_rows, sel_rows = [], [], [], [], []
     for r in rooms:
         room_rows.append(
             {"room_id": r, "name": r, "source": "generated", "split": "train", "seed": 0, "target": {"name": r},
@@ -125,15 +126,27 @@ def make_warehouse(
              "harness": "rlm", "status": "submitted", "end_reason": "submit", "memo": trace.memo,
              "n_turns": len(trace.turns), "n_subcalls": len(trace.subcalls), "root_prompt_tokens": 0,
              "root_completion_tokens": 0, "sub_prompt_tokens": 0, "sub_completion_tokens": 0, "wall_s": 1.0,
-             "started_at": db.now(), "trace": trace.to_dict()}
+             "started_at": db.now(), "trace": trace_extras(trace)}
         )  # fmt: skip
+        # The normalised layout load_traces reads: the root's turns and its subagent calls in their tables.
+        turn_rows += [
+            {"trajectory_id": tid, "turn_index": t.index, "new_messages": t.new_messages, "completion": t.completion,
+             "code": t.code, "output": t.output}
+            for t in trace.turns
+        ]  # fmt: skip
+        call_rows += [
+            {"trajectory_id": tid, "call_index": c.index, "turn_index": c.turn_index, "depth": c.depth,
+             "model": c.model, "prompt": c.prompt, "response": c.response}
+            for c in trace.subcalls
+        ]  # fmt: skip
         ok = accept and not tid.endswith("rejected")
         sel_rows.append(
             {"selection_id": "sel-1", "trajectory_id": tid, "accepted": ok,
              "reason": "accepted" if ok else "min_score", "params": {"min_score": 0.3, "min_coverage": 0.5},
              "created_at": db.now()}
         )  # fmt: skip
-    tables = {"rooms": room_rows, "trajectories": traj_rows, "selections": sel_rows}
+    tables = {"rooms": room_rows, "trajectories": traj_rows, "turns": turn_rows, "subcalls": call_rows,
+              "selections": sel_rows}  # fmt: skip
     db.write_many(con, {t: fill_required(con, t, rows) for t, rows in tables.items()})
     con.close()
     return cfg
@@ -148,7 +161,7 @@ def warehouse(tmp_path: Path) -> PipelineConfig:
 
 
 def test_split_rooms_is_deterministic_and_keeps_both_sides():
-    from stages.dataset import split_rooms
+    from pipeline.training.dataset import split_rooms
 
     rooms = [f"r{i}" for i in range(10)]
     train, val = split_rooms(rooms, 0.2, seed=3)
@@ -160,7 +173,7 @@ def test_split_rooms_is_deterministic_and_keeps_both_sides():
 
 
 def test_context_distillation_removes_worked_example():
-    from stages.dataset import root_messages
+    from pipeline.training.dataset import root_messages
 
     trace = root_trace("t", "room-a", "p")
     kept = root_messages(trace, context_distillation=False)
@@ -172,16 +185,17 @@ def test_context_distillation_removes_worked_example():
 
 def test_no_selection_and_zero_accepted_are_clear_errors(tmp_path: Path):
     from pipeline.cli import main
+    from pipeline.training.errors import NoAcceptedTrajectories, NoSelectionError
     from stages import dataset
 
     cfg = PipelineConfig()
     cfg.run.dir = str(tmp_path / "empty")
     db.connect(cfg.run.db_path).close()
-    with pytest.raises(dataset.NoSelectionError, match="run the filter stage"):
+    with pytest.raises(NoSelectionError, match="run the filter stage"):
         dataset.run(cfg)
 
     cfg = make_warehouse(tmp_path / "none", accept=False)
-    with pytest.raises(dataset.NoAcceptedTrajectories, match="accepted no trajectories"):
+    with pytest.raises(NoAcceptedTrajectories, match="accepted no trajectories"):
         dataset.run(cfg)
     # The command line turns it into one line and exit status 1.
     assert main(["dataset", f"run.dir={cfg.run.dir}"]) == 1
@@ -274,11 +288,11 @@ def test_one_room_dataset_has_an_empty_validation_split_that_training_can_load(
 ):
     # make distill once accepted two trajectories of one room: the dataset saved an empty validation
     # split as zero shards, and the train stage crashed reading it back.
+    from pipeline.training.sft import load_splits
     from stages import dataset
-    from stages.train import _load_splits
 
     cfg = make_warehouse(tmp_path, rooms=("room-a",), long_one=False)
     counts = dataset.run(cfg)
     assert (counts["train"], counts["validation"]) == (2, 0)
-    train, val = _load_splits(counts["path"])
+    train, val = load_splits(counts["path"])
     assert len(train) == 2 and val is None

@@ -9,6 +9,7 @@ from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
 from pipeline.rooms.model import Criterion, Document, Room
 from pipeline.trace_store import TraceWriter, trajectory_id
+from pipeline.training.errors import NoAcceptedTrajectories
 from stages import filter as filter_stage
 from tests.doubles import memo_score_row
 
@@ -113,7 +114,7 @@ def test_rules_in_funnel_order(tmp_path, capsys):
 def test_zero_accepted_is_an_error_with_exit_1(tmp_path, capsys):
     cfg = _warehouse(tmp_path, [("t-low", "submitted", 0, 1.0, "a()")])
     cfg.filter.min_score = 0.9
-    with pytest.raises(filter_stage.NoAcceptedTrajectories, match="0 of 1"):
+    with pytest.raises(NoAcceptedTrajectories, match="0 of 1"):
         filter_stage.run(cfg)
     from pipeline.cli import main
 

@@ -131,7 +131,7 @@ def _one_trajectory(tmp_path, memo: str, index: int = 0) -> tuple[list[str], str
 
 def test_regrade_keeps_old_versions_and_views_read_the_newest(tmp_path):
     from pipeline.cli import main
-    from pipeline.rooms.rubric import evidence_memo
+    from pipeline.grading.known_answers import evidence_memo
 
     con_path = tmp_path / "pipeline.duckdb"
     base, _ = _one_trajectory(tmp_path, "placeholder")
@@ -206,7 +206,7 @@ def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
         [
             *base,
             "grade.judges=[reference,llm]",
-            "models.judge.kind=scripted",
+            "models.judge.kind=tests.doubles:make_scripted",
             "models.judge.model=gullible-judge",
         ],
     )

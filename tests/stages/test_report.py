@@ -51,7 +51,7 @@ def _trajectory(tid, room, policy, i, purpose, *, status, n_subcalls, memo_start
         "memo_chars": 250,
         "n_findings": 10,
         "n_findings_carried": 7 if policy == SFT else 4,
-        "memo_started_s": memo_started,
+        "memo_turn_started_s": memo_started,
         "last_subcall_returned_s": last_return,
         # the memo was begun in turn 1; the call that returned last was issued in turn 2 when it
         # returned after the memo was begun, else in turn 0

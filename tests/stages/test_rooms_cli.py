@@ -94,7 +94,7 @@ def test_empty_folder_and_duplicate_paths(tmp_path, capsys):
 
 def test_room_plan_spreads_sizes_deterministically():
     from pipeline.config import load_config
-    from stages.rooms import room_plan
+    from pipeline.rooms.synthetic.plan import room_plan
 
     cfg = load_config("default")
     plan = room_plan(cfg)

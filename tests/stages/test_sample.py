@@ -132,7 +132,6 @@ def test_ray_executor_produces_the_same_rows(run_dir, tmp_path, fresh_ray):
     from stages import sample
     from tests.stages import sample_driver
 
-    os.environ["RLM_EXTRA_BACKENDS"] = "tests.stages.sample_driver"
     os.environ["PYTHONPATH"] = str(ROOT)
     cfg = load_config(
         "tiny", [f"run.dir={run_dir}", *sample_driver.OVERRIDES, "sample.executor=ray", "sample.k=2"]
@@ -153,7 +152,6 @@ def test_ray_worker_that_dies_loses_nothing(run_dir, tmp_path, fresh_ray):
     from tests.stages import sample_driver
 
     marker = tmp_path / "died"
-    os.environ["RLM_EXTRA_BACKENDS"] = "tests.stages.sample_driver"
     os.environ["RLM_TEST_DIE_MARKER"] = str(marker)
     os.environ["PYTHONPATH"] = str(ROOT)
     overrides = [o for o in sample_driver.OVERRIDES if not o.startswith("models.root.model")]

@@ -40,7 +40,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path):
 
 
 def test_adapter_is_trained_and_saved_in_peft_format(trained):
-    from stages.train import trained_lora_tensors
+    from pipeline.training.sft import trained_lora_tensors
 
     cfg, counts = trained
     assert counts["skipped"] is False and counts["steps"] == 2

@@ -1,0 +1,123 @@
+"""Held-out evaluation: base vs candidate policies on the same rooms, with intervals.
+
+``evaluate_policies`` samples ``evaluate.k`` trajectories per held-out room for
+the base policy and each candidate with the same prompt, sampling
+parameters, subagents and judge, grades them with the reference judge, and
+writes per policy: the mean headline score with a 95% bootstrap interval
+over rooms, the paired difference to the base with its interval, pass rate
+by criterion kind, coverage, finished rate and the behaviour metrics
+(pipeline.metrics) read from the SQL views — rows of `evaluations`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from pipeline import db, sampling, stats
+from pipeline.config import PipelineConfig
+from pipeline.errors import UserError
+from pipeline.grading.grade_run import grade_reference
+from pipeline.ids import stable_id
+from pipeline.metrics import BEHAVIOUR_NAMES
+from pipeline.policies import Policy, base_policy, load_policy, register_policy
+from pipeline.rooms import store
+
+
+def heldout_rooms(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rooms = store.room_names(con, split="heldout")
+    if not rooms:
+        raise UserError("no held-out rooms: generate rooms with rooms.heldout_fraction > 0")
+    return rooms
+
+
+def policies_to_compare(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> tuple[Policy, list[Policy]]:
+    """The recipe's base policy, and ``evaluate.candidates`` (default: the newest trained policy)."""
+    cand_ids = cfg.evaluate.candidates or [c for c in [newest_candidate(con)] if c]
+    return base_policy(cfg), [load_policy(con, c) for c in cand_ids]
+
+
+def newest_candidate(con: duckdb.DuckDBPyConnection) -> str | None:
+    row = con.execute(
+        "select policy_id from policies where adapter is not null order by created_at desc, policy_id limit 1"
+    ).fetchone()
+    return row[0] if row else None
+
+
+def room_values(
+    con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str], column: str
+) -> dict[str, float]:
+    rows = con.execute(
+        f"select room_id, {column} from room_policy_summary where policy_id = ? and purpose = 'eval' "
+        "and list_contains(?, room_id)",
+        [policy_id, rooms],
+    ).fetchall()
+    return {r: float(v) for r, v in rows if v is not None}
+
+
+def evaluate_policies(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PipelineConfig,
+    base: Policy,
+    candidates: list[Policy],
+    rooms: list[str],
+) -> tuple[str, list[dict]]:
+    """Sample + grade on ``rooms``, then write and return the evaluation rows."""
+    for p in [base, *candidates]:
+        register_policy(con, p)
+        sampling.sample_policy(con, cfg, p, rooms, cfg.evaluate.k, "eval", desc=f"evaluate {p.policy_id}")
+    grade_reference(con, cfg)
+    ids = [base.policy_id] + [c.policy_id for c in candidates]
+    key = json.dumps({"policies": ids, "rooms": rooms, "k": cfg.evaluate.k, "boot": cfg.evaluate.bootstrap})
+    eval_id = stable_id(key, prefix="eval-")
+    base_rates = room_values(con, base.policy_id, rooms, "score")
+    rows: list[dict] = []
+    now = db.now()
+
+    def add(pid: str, metric: str, value, lo=None, hi=None, n=None) -> None:
+        rows.append(
+            {
+                "eval_id": eval_id,
+                "policy_id": pid,
+                "base_policy_id": base.policy_id,
+                "metric": metric,
+                "value": value,
+                "ci_low": lo,
+                "ci_high": hi,
+                "n_rooms": n,
+                "created_at": now,
+            }
+        )
+
+    B, seed = cfg.evaluate.bootstrap, cfg.run.seed
+    for pid in ids:
+        rates = room_values(con, pid, rooms, "score")
+        if rates:
+            add(
+                pid,
+                "score",
+                *stats.bootstrap_mean_ci(list(rates.values()), n_boot=B, seed=seed),
+                len(rates),
+            )
+        for col in ("coverage", "finished_rate"):
+            vals = room_values(con, pid, rooms, col)
+            if vals:
+                add(pid, col, *stats.bootstrap_mean_ci(list(vals.values()), n_boot=B, seed=seed), len(vals))
+        if pid != base.policy_id and rates and base_rates:
+            diff, lo, hi, n = stats.paired_diff_ci(rates, base_rates, n_boot=B, seed=seed)
+            add(pid, "lift", diff, lo, hi, n)
+        for kind, rate in con.execute(
+            "select kind, pass_rate from pass_rate_by_kind where policy_id = ? and purpose = 'eval'", [pid]
+        ).fetchall():
+            add(pid, f"pass_rate:{kind}", rate)
+        summary = db.fetch_dicts(
+            con, "select * from policy_summary where policy_id = ? and purpose = 'eval'", [pid]
+        )
+        for metric in BEHAVIOUR_NAMES:
+            if summary and summary[0].get(metric) is not None:
+                add(pid, metric, float(summary[0][metric]))
+    with db.transaction(con):
+        con.execute("delete from evaluations where eval_id = ?", [eval_id])
+        db.write_rows(con, "evaluations", rows)
+    return eval_id, rows

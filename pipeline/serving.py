@@ -1,0 +1,208 @@
+"""Local vLLM servers for a recipe: start what its OpenAI-kind models need, wait, stop.
+
+Every model of kind ``openai`` (root, subagent, judge) whose ``base_url`` is
+on this machine (localhost / 127.0.0.1) is served by one vLLM process per
+port, started as ``<serve.python> -m vllm.entrypoints.openai.api_server`` with
+the weights ``serve.models[<served name>]`` under that served name. The
+root's server has LoRA enabled and accepts adapters at runtime, so a trained
+policy is evaluated through the server that is already running
+(pipeline.llm.lora_modules). A port that already answers ``/health`` is used
+as it is and left running. Logs go to ``<run.dir>/logs/serve-<port>.log``.
+A server that exits or never becomes healthy is a one-line error naming its
+log; the servers this process started stop when it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import requests
+
+from pipeline.config import BackendConfig, PipelineConfig
+from pipeline.errors import UserError
+from pipeline.llm.smollm2 import EMBEDDED, ensure_model
+
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1"}
+
+
+class ServeError(UserError):
+    """A server that cannot be started, or died before it was ready."""
+
+
+@dataclass
+class ServerSpec:
+    port: int
+    served_name: str
+    weights: str
+    roles: list[str]  # root / subagent / judge
+    lora: bool  # the root's server: LoRA modules, loadable at runtime
+
+
+def _local_port(backend: BackendConfig) -> int | None:
+    url = urlparse(backend.base_url)
+    if backend.kind != "openai" or url.hostname not in LOCAL_HOSTS:
+        return None
+    return url.port or 80
+
+
+def _weights(cfg: PipelineConfig, name: str) -> str:
+    if name not in cfg.serve.models:
+        raise ServeError(
+            f"serve.models: no weights for served model {name!r} (known: {sorted(cfg.serve.models)})"
+        )
+    weights = cfg.serve.models[name]
+    if weights == EMBEDDED:
+        return str(ensure_model())
+    return weights
+
+
+def server_specs(cfg: PipelineConfig) -> list[ServerSpec]:
+    """One server per local port the recipe's OpenAI-kind models point at."""
+    specs: dict[int, ServerSpec] = {}
+    for role in ("root", "subagent", "judge"):
+        backend: BackendConfig = getattr(cfg.models, role)
+        port = _local_port(backend)
+        if port is None:
+            continue
+        if port in specs:
+            spec = specs[port]
+            if spec.served_name != backend.model:
+                raise ServeError(
+                    f"models.{role}.model: {backend.model!r} shares port {port} with {spec.roles[0]}'s "
+                    f"{spec.served_name!r}; one server serves one base model"
+                )
+            spec.roles.append(role)
+            spec.lora |= role == "root"
+        else:
+            specs[port] = ServerSpec(
+                port, backend.model, _weights(cfg, backend.model), [role], role == "root"
+            )
+    return list(specs.values())
+
+
+def healthy(port: int, timeout_s: float = 2.0) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/health", timeout=timeout_s).ok
+    except requests.RequestException:
+        return False
+
+
+def command(cfg: PipelineConfig, spec: ServerSpec) -> list[str]:
+    argv = [
+        cfg.serve.python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        spec.weights,
+        "--served-model-name",
+        spec.served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(spec.port),
+    ]
+    if spec.lora:
+        argv += ["--enable-lora", "--max-lora-rank", str(cfg.serve.max_lora_rank)]
+    return argv + list(cfg.serve.args)
+
+
+class Server:
+    """One vLLM process this command started."""
+
+    def __init__(self, cfg: PipelineConfig, spec: ServerSpec):
+        self.spec = spec
+        self.log = Path(cfg.run.dir) / "logs" / f"serve-{spec.port}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        python = Path(cfg.serve.python)
+        if not python.exists():
+            raise ServeError(f"serve.python: {python} not found (install vLLM with `make vllm-env`)")
+        env = {**os.environ, **cfg.serve.env}
+        if spec.lora:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                command(cfg, spec), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServeError(
+                    f"vLLM server for {self.spec.served_name!r} on port {self.spec.port} exited with code "
+                    f"{self.proc.returncode} before it was ready: {self.last_log_line()} (log: {self.log})"
+                )
+            if healthy(self.spec.port):
+                return
+            time.sleep(1.0)
+        self.stop()
+        raise ServeError(
+            f"vLLM server for {self.spec.served_name!r} on port {self.spec.port} not healthy after "
+            f"{timeout_s:g} s (log: {self.log})"
+        )
+
+    def last_log_line(self) -> str:
+        lines = [ln for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+        return (errors or lines or ["(empty log)"])[-1].strip()[:300]
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the engine runs in child processes
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@contextlib.contextmanager
+def running_servers(cfg: PipelineConfig) -> Iterator[list[ServerSpec]]:
+    """The recipe's local servers, healthy, for the body; those started here stop after it."""
+    started: list[Server] = []
+    try:
+        specs = server_specs(cfg)
+        for spec in specs:
+            if healthy(spec.port):
+                print(f"serve: port {spec.port} already answers; using it as it is", file=sys.stderr)
+                continue
+            print(
+                f"serve: starting vLLM for {spec.served_name!r} on port {spec.port} ({', '.join(spec.roles)})"
+            )
+            server = Server(cfg, spec)
+            started.append(server)
+            server.wait_ready(cfg.serve.start_timeout_s)
+        yield specs
+    finally:
+        for server in reversed(started):
+            server.stop()
+
+
+def serve_forever(cfg: PipelineConfig) -> int:
+    """`python -m pipeline serve`: start the recipe's servers and keep them until interrupted."""
+    with running_servers(cfg) as specs:
+        if not specs:
+            raise ServeError(
+                "the recipe has no model of kind 'openai' with a local base_url: nothing to serve"
+            )
+        for spec in specs:
+            print(
+                f"serving {spec.served_name!r} on http://127.0.0.1:{spec.port}/v1 ({', '.join(spec.roles)})"
+            )
+        print("ready; Ctrl-C stops the servers")
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+    return 0

@@ -1,0 +1,28 @@
+-- depends_on: trajectory_scores
+-- Per (room, policy, purpose): the unit the bootstrap resamples over.
+with
+
+scores as (
+    select * from trajectory_scores
+),
+
+final as (
+    select
+        room_id,
+        policy_id,
+        purpose,
+        any_value(room_n_documents) as room_n_documents,
+        any_value(room_n_tokens) as room_n_tokens,
+        count(*) as n_trajectories,
+        avg(score) as score,
+        max(score) as best_score,
+        avg(recall) as recall,
+        avg("precision") as "precision",
+        avg(coverage) as coverage,
+        avg(finished::int) as finished_rate,
+        avg(n_subcalls) as subcalls
+    from scores
+    group by room_id, policy_id, purpose
+)
+
+select * from final

@@ -1,0 +1,36 @@
+-- depends_on: trajectories
+-- One row per sampled trajectory with the per-row measures every mart reads;
+-- the trace, memo and timings stay in the raw table.
+with
+
+source as (
+    select * from trajectories
+),
+
+final as (
+    select
+        trajectory_id,
+        room_id,
+        policy_id,
+        purpose,
+        harness,
+        sample_index,
+        status,
+        status = 'submitted' as finished,
+        n_turns,
+        n_subcalls,
+        delegated_chars,
+        memo_chars,
+        -- share of subagent findings that reached the memo (a plain line verbatim, a structured one by its summary or quote)
+        n_findings_carried / nullif(n_findings, 0) as findings_carried,
+        -- the root began its memo in a turn before the one whose subagent call returned last:
+        -- it wrote while subagents were still reading (one cell that calls llm_batch and then
+        -- submit() composes the memo after every answer is back, so it does not count)
+        coalesce(memo_turn < last_subcall_turn, false) as memo_before_delegation_done,
+        root_prompt_tokens + root_completion_tokens as root_tokens,
+        sub_prompt_tokens + sub_completion_tokens as subagent_tokens,
+        wall_s
+    from source
+)
+
+select * from final

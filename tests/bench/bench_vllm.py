@@ -1,0 +1,124 @@
+"""Benchmark: the root on the local transformers backend vs on a vLLM server (CPU), side by side.
+
+The worked-example workload of `make distill`: the same rooms (tiny recipe:
+3 rooms of 20 documents), the same prompt and sampling, ``--k`` trajectories
+per training room, extractive subagents. Each backend samples into its own
+fresh warehouse; vLLM is started through pipeline.serving (as `pipeline
+serve` does, prefix caching on) before its clock starts. Prints per backend:
+wall time, trajectories per minute, root tokens/s (prompt + completion, and
+completion only), and for vLLM the prefix-cache hit rate from its /metrics;
+then the ratio vLLM / local.
+
+Run: python tests/bench/bench_vllm.py [--k 4] [--concurrency 8]   (needs `make vllm-env`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import requests  # noqa: E402
+
+from pipeline import db, sampling  # noqa: E402
+from pipeline.config import PipelineConfig, load_config  # noqa: E402
+from pipeline.policies import base_policy, register_policy  # noqa: E402
+from pipeline.rooms import store  # noqa: E402
+from pipeline.serving import running_servers  # noqa: E402
+from stages import rooms  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sample(cfg: PipelineConfig, k: int) -> dict[str, float]:
+    rooms.run(cfg)
+    con = db.connect(cfg.run.db_path)
+    try:
+        policy = base_policy(cfg)
+        register_policy(con, policy)
+        names = store.room_names(con, split="train")
+        t0 = time.perf_counter()
+        counts = sampling.sample_policy(con, cfg, policy, names, k, "train", desc=cfg.models.root.kind)
+        wall = time.perf_counter() - t0
+        prompt, completion = con.execute(
+            "select sum(root_prompt_tokens), sum(root_completion_tokens) from trajectories"
+        ).fetchone()
+    finally:
+        con.close()
+    return {
+        "trajectories": counts["sampled"],
+        "failed": counts["failed"],
+        "wall_s": wall,
+        "traj_per_min": 60 * counts["sampled"] / wall,
+        "tokens_per_s": (prompt + completion) / wall,
+        "completion_tokens_per_s": completion / wall,
+    }
+
+
+def prefix_cache_hit_rate(base_url: str) -> float | None:
+    text = requests.get(base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+
+    def total(name: str) -> float:
+        return sum(
+            float(v) for v in re.findall(rf"^vllm:{name}_total(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M)
+        )
+
+    queries = total("prefix_cache_queries")
+    return total("prefix_cache_hits") / queries if queries else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=8)
+    args = ap.parse_args()
+    common = [f"sample.concurrency={args.concurrency}", "harness.max_turns=1", "sampling.max_new_tokens=256"]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        local = load_config("tiny", [f"run.dir={tmp}/local", "models.root.max_batch=8", *common])
+        results["local"] = sample(local, args.k)
+        port = free_port()
+        vllm = load_config(
+            "tiny",
+            [
+                f"run.dir={tmp}/vllm",
+                *common,
+                "models.root.kind=openai",
+                "models.root.model=smollm2",
+                f"models.root.base_url=http://127.0.0.1:{port}/v1",
+                f"models.root.concurrency={args.concurrency}",
+                "models.root.timeout_s=600",
+                "serve.models={smollm2: embedded}",
+                f"serve.python={ROOT / '.venv-vllm' / 'bin' / 'python'}",
+                "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching]",
+                "serve.env={VLLM_CPU_KVCACHE_SPACE: '4'}",
+            ],
+        )
+        with running_servers(vllm):
+            results["vllm"] = sample(vllm, args.k)
+            results["vllm"]["prefix_cache_hit_rate"] = prefix_cache_hit_rate(vllm.models.root.base_url)
+    print(f"\nworked-example workload: k={args.k} per training room, concurrency {args.concurrency}")
+    print(f"{'backend':8s} {'traj':>5s} {'failed':>6s} {'wall s':>8s} {'traj/min':>9s} {'tok/s':>8s} "
+          f"{'gen tok/s':>9s} {'prefix hits':>11s}")  # fmt: skip
+    for name, r in results.items():
+        hits = r.get("prefix_cache_hit_rate")
+        print(
+            f"{name:8s} {r['trajectories']:5d} {r['failed']:6d} {r['wall_s']:8.1f} {r['traj_per_min']:9.2f} "
+            f"{r['tokens_per_s']:8.1f} {r['completion_tokens_per_s']:9.1f} "
+            f"{'-' if hits is None else f'{hits:.0%}':>11s}"
+        )
+    ratio = results["vllm"]["traj_per_min"] / results["local"]["traj_per_min"]
+    print(f"vLLM / local trajectories per minute: {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

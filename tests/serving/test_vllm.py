@@ -1,0 +1,247 @@
+"""The production path against a real vLLM server (CPU build, .venv-vllm): sampling, LoRA
+modules loaded at runtime, a nightly round through the running server, and servers that fail.
+
+One server for the module (started through pipeline.serving, as `pipeline serve` does); the
+last test kills it on purpose. `make test` installs vLLM first and sets RLM_REQUIRE_VLLM=1,
+so there a missing vLLM fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline import db, sampling
+from pipeline.config import load_config
+from pipeline.harness.trace import STATUSES
+from pipeline.llm.lora_modules import LoraModuleError, ensure_lora_module, served_models
+from pipeline.policies import Policy, base_policy, register_policy
+from pipeline.rooms import store
+from pipeline.serving import ServeError, healthy, running_servers
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = Path(os.environ.get("RLM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+def _overrides(run_dir: Path, port: int) -> list[str]:
+    return [
+        f"run.dir={run_dir}",
+        "models.root.kind=openai",
+        "models.root.model=smollm2",
+        f"models.root.base_url=http://127.0.0.1:{port}/v1",
+        "models.root.context_tokens=8192",
+        "models.root.timeout_s=300",
+        "serve.models={smollm2: embedded}",
+        f"serve.python={VLLM_PYTHON}",
+        "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching]",
+        "serve.env={VLLM_CPU_KVCACHE_SPACE: '2'}",
+        "serve.start_timeout_s=420",
+    ]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    if not VLLM_PYTHON.exists():
+        if os.environ.get("RLM_REQUIRE_VLLM") == "1":
+            pytest.fail(f"{VLLM_PYTHON} missing: `make vllm-env` installs vLLM")
+        pytest.skip("vLLM is not installed (`make vllm-env`)")
+    run_dir, port = tmp_path_factory.mktemp("vllm_run"), free_port()
+    cfg = load_config("tiny", _overrides(run_dir, port))
+    with running_servers(cfg) as specs:
+        assert [(s.port, s.served_name, s.lora) for s in specs] == [(port, "smollm2", True)]
+        from stages import rooms
+
+        rooms.run(cfg)
+        yield cfg
+
+
+def _random_adapter(path: Path) -> Path:
+    """A LoRA adapter for the embedded model with random (non-zero) B, as training would leave it."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from pipeline.llm.smollm2 import ensure_model
+
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(ensure_model()),
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
+    torch.manual_seed(0)
+    model.save_pretrained(path)
+    return path
+
+
+def test_sampling_through_vllm(served):
+    con = db.connect(served.run.db_path)
+    try:
+        policy = base_policy(served)
+        register_policy(con, policy)
+        rooms = store.room_names(con, split="train")
+        counts = sampling.sample_policy(con, served, policy, rooms, 1, "train")
+        assert counts["sampled"] == len(rooms) and counts["failed"] == 0
+        rows = con.execute(
+            "select status, n_turns, trace from trajectories where policy_id = ?", [policy.policy_id]
+        ).fetchall()
+        assert {r[0] for r in rows} <= set(STATUSES) - {"error"} and all(r[1] >= 1 for r in rows)
+        assert all('"smollm2"' in r[2] for r in rows)  # usage is keyed by the served name
+        assert con.execute(
+            "select served_model from policies where policy_id = ?", [policy.policy_id]
+        ).fetchone() == ("smollm2",)
+    finally:
+        con.close()
+
+
+def test_stop_string_kept_as_every_backend_keeps_it(served):
+    """vLLM drops a matched stop string; the backend puts it back, like the local backend."""
+    import asyncio
+
+    from pipeline.llm.base import GenerationParams, make_backend
+
+    backend = make_backend(served.models.root)
+
+    async def go():
+        try:
+            return await backend.complete(
+                [{"role": "user", "content": "Write three short sentences about contracts."}],
+                GenerationParams(max_tokens=64, temperature=0.0, stop=[". "]),
+            )
+        finally:
+            await backend.aclose()
+
+    comp = asyncio.run(go())
+    assert comp.finish_reason == "stop" and comp.text.endswith(". ")
+    assert ". " not in comp.text[:-2]
+
+
+def test_adapter_is_loaded_at_runtime_and_sampled_by_its_module_name(served, tmp_path):
+    adapter = _random_adapter(tmp_path / "adapter")
+    base = base_policy(served)
+    sft = Policy(**{**base.__dict__, "adapter": str(adapter), "parent_id": base.policy_id})
+    assert sft.lora_module == sft.policy_id and sft.served_model == sft.policy_id
+    base_url = served.models.root.base_url
+    assert sft.policy_id not in served_models(base_url)
+    con = db.connect(served.run.db_path)
+    try:
+        register_policy(con, sft)
+        room = store.room_names(con, split="heldout")[:1]
+        counts = sampling.sample_policy(con, served, sft, room, 1, "eval")
+        assert counts["sampled"] == 1 and counts["failed"] == 0
+        assert sft.policy_id in served_models(base_url)
+        (trace,) = con.execute(
+            "select trace from trajectories where policy_id = ?", [sft.policy_id]
+        ).fetchone()
+        assert f'"{sft.policy_id}"' in trace  # the requests named the module, not the folder
+    finally:
+        con.close()
+    # a module the server cannot load: one error that lists what it does serve
+    with pytest.raises(LoraModuleError, match=r"no model 'ghost' \(it serves: .*smollm2"):
+        ensure_lora_module(base_url, "ghost", tmp_path / "no-such-adapter")
+
+
+def test_nightly_round_through_the_running_server(served):
+    """Train a candidate and evaluate it through the same server, which keeps running."""
+    import dataclasses
+
+    from stages import nightly
+
+    spec_pid = _server_pid(served)
+    cfg = dataclasses.replace(
+        served,
+        nightly=dataclasses.replace(served.nightly, top_up_k=1),
+        evaluate=dataclasses.replace(served.evaluate, k=1),
+    )
+    result = nightly.run(cfg)
+    assert result["decision"] in {"promoted", "kept_champion"}
+    assert result["candidate"] in served_models(served.models.root.base_url)
+    assert _server_pid(served) == spec_pid  # not restarted
+    con = db.connect(served.run.db_path)
+    try:
+        assert (
+            con.execute(
+                "select count(*) from trajectories where policy_id = ? and purpose = 'eval'",
+                [result["candidate"]],
+            ).fetchone()[0]
+            >= 1
+        )
+    finally:
+        con.close()
+
+
+def _server_pid(cfg) -> int:
+    import psutil
+
+    port = int(cfg.models.root.base_url.rsplit(":", 1)[1].split("/")[0])
+    pids = {
+        c.pid
+        for c in psutil.net_connections("tcp")
+        if c.status == "LISTEN" and c.laddr and c.laddr.port == port
+    }
+    assert len(pids) == 1
+    return pids.pop()
+
+
+def test_server_that_fails_to_start_is_one_error_naming_its_log(tmp_path):
+    if not VLLM_PYTHON.exists():
+        pytest.skip("vLLM is not installed (`make vllm-env`)")
+    port = free_port()
+    cfg = load_config("tiny", [*_overrides(tmp_path, port), "serve.models={smollm2: /no/such/weights}"])
+    with pytest.raises(ServeError, match=rf"port {port} exited with code \d+ before it was ready: .*log: "):
+        with running_servers(cfg):
+            pass
+    assert not healthy(port)
+
+
+def test_server_that_dies_mid_run_stops_sampling_and_loses_no_finished_trajectory(served):
+    """Kill the server while `pipeline sample` runs: one-line error, finished trajectories kept."""
+    port = int(served.models.root.base_url.rsplit(":", 1)[1].split("/")[0])
+    overrides = [*_overrides(served.run.dir, port), "models.root.max_retries=1"]
+    args = [sys.executable, "-m", "pipeline", "--recipe", "tiny", "sample", *overrides]
+    args += ["sample.k=6", "sample.concurrency=1", "sample.split=heldout"]
+    con = db.connect(served.run.db_path)
+    start = _eval_count(con)
+    con.close()
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, before = time.monotonic() + 400, start
+    while time.monotonic() < deadline and proc.poll() is None and before <= start:
+        time.sleep(3)
+        before = _committed(served)
+    assert before > start, "no trajectory finished before the deadline"
+    os.killpg(os.getpgid(_server_pid(served)), 9)  # the whole server: API process and engine
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-2000:]
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "failed after 2 attempts: connection error" in lines[0], err[-2000:]
+    assert "Traceback" not in err
+    con = db.connect(served.run.db_path)
+    try:
+        after = _eval_count(con)
+        errors = con.execute(
+            "select count(*) from trajectories where status = 'error' and end_reason like '%connection%'"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    assert after >= before and errors == 0
+
+
+def _eval_count(con) -> int:
+    return con.execute("select count(*) from trajectories where purpose = 'eval'").fetchone()[0]
+
+
+def _committed(cfg) -> int:
+    """Eval trajectories committed so far, asked of the running command (pipeline sql goes to its server)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--recipe", "tiny", "sql", f"run.dir={cfg.run.dir}",
+         "select count(*) as n from trajectories where purpose = 'eval'"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    digits = [int(tok) for tok in out.stdout.replace("│", " ").split() if tok.isdigit()]
+    return digits[-1] if digits else 0
