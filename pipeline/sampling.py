@@ -76,7 +76,7 @@ class Work:
 def resolve_policy(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Policy:
     """``sample.policy`` when set, else the recipe's base policy (registered)."""
     if cfg.sample.policy:
-        return load_policy(con, cfg.sample.policy)
+        return load_policy(con, cfg.sample.policy, field="sample.policy")
     policy = base_policy(cfg)
     register_policy(con, policy)
     return policy

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -169,25 +170,46 @@ class Server:
 
 
 @contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """A SIGTERM (`kill`, a scheduler stopping a nightly) unwinds like Ctrl-C, so the
+    servers this process started stop with it: by default Python dies on SIGTERM without
+    running ``finally``, and the vLLM processes (their own session) would outlive it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def running_servers(cfg: PipelineConfig) -> Iterator[list[ServerSpec]]:
     """The recipe's local servers, healthy, for the body; those started here stop after it."""
     started: list[Server] = []
-    try:
-        specs = server_specs(cfg)
-        for spec in specs:
-            if healthy(spec.port):
-                print(f"serve: port {spec.port} already answers; using it as it is", file=sys.stderr)
-                continue
-            print(
-                f"serve: starting vLLM for {spec.served_name!r} on port {spec.port} ({', '.join(spec.roles)})"
-            )
-            server = Server(cfg, spec)
-            started.append(server)
-            server.wait_ready(cfg.serve.start_timeout_s)
-        yield specs
-    finally:
-        for server in reversed(started):
-            server.stop()
+    with _sigterm_unwinds():
+        try:
+            specs = server_specs(cfg)
+            for spec in specs:
+                if healthy(spec.port):
+                    print(f"serve: port {spec.port} already answers; using it as it is", file=sys.stderr)
+                    continue
+                print(
+                    f"serve: starting vLLM for {spec.served_name!r} on port {spec.port} "
+                    f"({', '.join(spec.roles)})"
+                )
+                server = Server(cfg, spec)
+                started.append(server)
+                server.wait_ready(cfg.serve.start_timeout_s)
+            yield specs
+        finally:
+            for server in reversed(started):
+                server.stop()
 
 
 def serve_forever(cfg: PipelineConfig) -> int:

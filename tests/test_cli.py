@@ -60,6 +60,14 @@ def test_unknown_key_is_one_line(tmp_path):
     )
 
 
+def test_unknown_policy_in_a_recipe_key_is_one_line_naming_the_key(tmp_path):
+    assert pipeline(tmp_path, "rooms", "generate").returncode == 0
+    proc = pipeline(tmp_path, "evaluate", "evaluate.candidates=[nope]")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert lines == ["error: evaluate.candidates: no policy 'nope' in the warehouse (newest: none yet)"]
+
+
 def test_user_facing_is_an_attribute_not_a_class_name():
     class Custom(ValueError):
         user_facing = True

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.config import ConfigError, PipelineConfig, config_help, load_config
+from pipeline.config import RECIPES_DIR, ConfigError, PipelineConfig, config_help, load_config
 
 
 def test_recipe_and_overrides_layer(tmp_path):
@@ -46,9 +46,29 @@ def test_missing_recipe_and_bad_override():
 
 
 def test_packaged_recipes_load_and_hash_is_stable():
-    for name in ("default", "tiny", "production"):
+    names = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+    assert {"default", "local", "tiny", "production", "vllm-cpu"} <= set(names)
+    for name in names:
         cfg = load_config(name)
         assert cfg.hash() == load_config(name).hash()
+
+
+def test_default_and_local_recipes_differ_only_in_how_the_root_is_served():
+    default, local = load_config("default"), load_config("local")
+    assert (default.models.root.kind, default.serve.manage) == ("openai", True)
+    assert (local.models.root.kind, local.serve.manage) == ("local", False)
+    for section in (
+        "rooms",
+        "harness",
+        "sampling",
+        "sample",
+        "grade",
+        "filter",
+        "dataset",
+        "train",
+        "evaluate",
+    ):
+        assert getattr(default, section) == getattr(local, section), section
     assert load_config("tiny").hash("sample") != load_config("tiny", ["sample.k=9"]).hash("sample")
     assert load_config("tiny").hash("rooms") == load_config("tiny", ["sample.k=9"]).hash("rooms")
 

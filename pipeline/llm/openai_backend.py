@@ -141,7 +141,7 @@ class OpenAIBackend:
             body["model"] = self.cfg.model
         if params.stop:
             body["stop"] = list(params.stop)
-        if params.seed is not None:
+        if params.seed is not None and self.cfg.send_seed:
             body["seed"] = params.seed
         return body
 

@@ -1,8 +1,9 @@
 """Benchmark: the root on the local transformers backend vs on a vLLM server (CPU), side by side.
 
-The worked-example workload of `make distill`: the same rooms (tiny recipe:
-3 rooms of 20 documents), the same prompt and sampling, ``--k`` trajectories
-per training room, extractive subagents. Each backend samples into its own
+The worked-example workload of `make distill`: the root settings of
+pipeline/recipes/local.yaml against default.yaml (vLLM), on the same rooms
+(3 rooms of 20 documents, 2 for training), the same prompt and sampling,
+``--k`` trajectories per training room, extractive subagents. Each backend samples into its own
 fresh warehouse; vLLM is started through pipeline.serving (as `pipeline
 serve` does, prefix caching on) before its clock starts. Prints per backend:
 wall time, trajectories per minute, root tokens/s (prompt + completion, and
@@ -80,28 +81,30 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=8)
     args = ap.parse_args()
-    common = [f"sample.concurrency={args.concurrency}", "harness.max_turns=1", "sampling.max_new_tokens=256"]
+    # The two recipes' root settings (local.yaml, default.yaml), on small rooms.
+    common = [
+        "rooms.n_rooms=3",
+        "rooms.n_documents=20",
+        "rooms.size_spread=0.0",
+        "rooms.heldout_fraction=0.25",
+        f"sample.concurrency={args.concurrency}",
+    ]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        local = load_config("tiny", [f"run.dir={tmp}/local", "models.root.max_batch=8", *common])
+        local = load_config("local", [f"run.dir={tmp}/local", "models.root.max_batch=8", *common])
         results["local"] = sample(local, args.k)
         port = free_port()
         vllm = load_config(
-            "tiny",
+            "default",
             [
                 f"run.dir={tmp}/vllm",
                 *common,
-                "models.root.kind=openai",
-                "models.root.model=smollm2",
                 f"models.root.base_url=http://127.0.0.1:{port}/v1",
                 f"models.root.concurrency={args.concurrency}",
-                "models.root.timeout_s=600",
-                "serve.models={smollm2: embedded}",
                 f"serve.python={ROOT / '.venv-vllm' / 'bin' / 'python'}",
-                "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching]",
-                "serve.env={VLLM_CPU_KVCACHE_SPACE: '4'}",
             ],
         )
+        assert vllm.models.root.kind == "openai" and vllm.serve.manage, "default.yaml: root on vLLM"
         with running_servers(vllm):
             results["vllm"] = sample(vllm, args.k)
             results["vllm"]["prefix_cache_hit_rate"] = prefix_cache_hit_rate(vllm.models.root.base_url)

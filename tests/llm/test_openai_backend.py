@@ -132,6 +132,19 @@ def test_success_parses_usage_and_sends_params(monkeypatch):
     assert fake.headers[0]["Authorization"] == "Bearer sk-test"
 
 
+def test_send_seed_false_leaves_the_seed_out():
+    async def main():
+        fake = FakeServer()
+        async with serve(fake) as url:
+            b = backend(url, send_seed=False)
+            await b.complete(user("hello"), P)
+            await b.aclose()
+        return fake
+
+    body = asyncio.run(main()).bodies[0]
+    assert "seed" not in body and body["temperature"] == 0.0
+
+
 def test_retries_500_and_429_then_succeeds():
     async def main():
         fake = FakeServer()

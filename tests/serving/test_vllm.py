@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -39,6 +40,7 @@ def _overrides(run_dir: Path, port: int) -> list[str]:
         f"models.root.base_url=http://127.0.0.1:{port}/v1",
         "models.root.context_tokens=8192",
         "models.root.timeout_s=300",
+        "models.root.send_seed=false",  # as the vllm-cpu recipe: see the burst test below
         "serve.models={smollm2: embedded}",
         f"serve.python={VLLM_PYTHON}",
         "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching]",
@@ -98,6 +100,34 @@ def test_sampling_through_vllm(served):
         ).fetchone() == ("smollm2",)
     finally:
         con.close()
+
+
+def test_burst_of_long_sampled_prompts_keeps_the_engine_alive(served):
+    """Concurrent long prompts at temperature 0.6, so vLLM chunks their prefills. With a
+    per-request seed, vllm-cpu 0.32's engine dies on exactly this ('CPU Generator does not
+    use offset'); the recipe's send_seed=false keeps the seed out and the server up."""
+    import asyncio
+    import random
+
+    from pipeline.llm.base import GenerationParams, make_backend
+
+    backend = make_backend(served.models.root)
+    words = "the seller shall indemnify the buyer against losses from any breach of covenant".split()
+
+    async def go():
+        rng = random.Random(0)
+        prompts = [" ".join(rng.choice(words) for _ in range(1500)) + "\nSummarise." for _ in range(8)]
+        params = GenerationParams(max_tokens=4, temperature=0.6, top_p=0.9, seed=7)
+        try:
+            return await asyncio.gather(
+                *(backend.complete([{"role": "user", "content": p}], params) for p in prompts)
+            )
+        finally:
+            await backend.aclose()
+
+    completions = asyncio.run(go())
+    assert len(completions) == 8 and all(c.completion_tokens >= 1 for c in completions)
+    assert healthy(urlsplit(served.models.root.base_url).port)
 
 
 def test_stop_string_kept_as_every_backend_keeps_it(served):
