@@ -218,7 +218,7 @@ class EvaluateConfig:
 
 @dataclass
 class NightlyConfig:
-    top_up_k: int = _f(4, "extra trajectories per training room each round")
+    top_up_k: int = _f(4, "each round tops the champion up to this many trajectories per training room")
     lock_timeout_s: float = _f(0.0, "0 = refuse at once when another round holds the lock")
 
 
