@@ -2,7 +2,8 @@
 
     python -m pipeline --recipe pipeline/recipes/default.yaml nightly
 
-A round: take the champion (the base policy until one is promoted), top up
+A round: take the champion (pipeline.champion: the base policy until a
+candidate beats it; distill's SFT policy when it beat the base), top up
 its trajectories on the training rooms to ``nightly.top_up_k`` per room,
 grade, filter over every graded training trajectory so far, build the next
 dataset version, train a candidate from the champion's base model, evaluate
@@ -27,11 +28,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline import db, evaluation, sampling
+from pipeline import champion, db, evaluation, sampling
 from pipeline.config import PipelineConfig
 from pipeline.errors import UserError
 from pipeline.metrics import headline
-from pipeline.policies import base_policy, load_policy, register_policy
+from pipeline.policies import base_policy, load_policy
 from pipeline.rooms import store
 
 
@@ -77,15 +78,6 @@ class _Tee:
             st.flush()
 
 
-def champion(con, cfg: PipelineConfig) -> str:
-    row = con.execute("select policy_id from champion").fetchone()
-    if row:
-        return row[0]
-    pid = register_policy(con, base_policy(cfg))
-    con.execute("insert into champion (singleton, policy_id, updated_at) values (1, ?, ?)", [pid, db.now()])
-    return pid
-
-
 def run(cfg: PipelineConfig) -> dict:
     run_dir = Path(cfg.run.dir)
     with run_lock(run_dir):
@@ -109,7 +101,7 @@ def _round(cfg: PipelineConfig) -> dict:
 
         rooms.run(cfg)
         con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
-    champ_id = champion(con, cfg)
+    champ_id = champion.current(con, cfg)
     champ = load_policy(con, champ_id)
     round_id = f"round-{db.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
     con.execute(
@@ -141,10 +133,10 @@ def _round(cfg: PipelineConfig) -> dict:
         heldout = store.room_names(con, split="heldout")
         eval_id, rows = evaluation.evaluate_policies(con, cfg, champ, [load_policy(con, cand_id)], heldout)
         lift = next((r for r in rows if r["policy_id"] == cand_id and r["metric"] == "lift"), None)
-        promoted = bool(lift and lift["ci_low"] is not None and lift["ci_low"] > 0 and cand_id != champ_id)
+        promoted = champion.beats(lift) and cand_id != champ_id
         decision = "nothing_to_do" if nothing_new else ("promoted" if promoted else "kept_champion")
         if promoted and not nothing_new:
-            con.execute("update champion set policy_id = ?, updated_at = ?", [cand_id, db.now()])
+            champion.promote(con, cand_id)
         con.execute(
             "update nightly_rounds set candidate_policy_id=?, promoted=?, lift=?, lift_ci_low=?, lift_ci_high=?, "
             "decision=?, ended_at=? where round_id=?",

@@ -62,6 +62,19 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     assert {"score", "recall", "precision", "lift", "coverage", "finished_rate"} <= metrics
     assert con.execute("select count(*) from train_logs where eval_loss is not null").fetchone()[0] > 0
     assert (run / "report" / "report.html").exists()
+    # round 0: distill's SFT policy is the champion exactly when its lift's interval lies above zero
+    ((decision, cand, promoted, lift_low),) = con.execute(
+        "select decision, candidate_policy_id, promoted, lift_ci_low from nightly_rounds "
+        "where round_id like 'distill-%'"
+    ).fetchall()
+    champ = con.execute("select policy_id from champion").fetchone()[0]
+    assert (
+        cand == sft[0][0]
+        and promoted == (lift_low > 0)
+        and decision == ("promoted" if promoted else "kept_champion")
+    )
+    assert champ == (sft[0][0] if promoted else sft[0][1])
+    assert "Champion rounds" in (run / "report" / "report.html").read_text()
     n_train_before = con.execute("select count(*) from trajectories where purpose = 'train'").fetchone()[0]
     con.close()
 
@@ -91,9 +104,17 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
     con = db.connect(run / "pipeline.duckdb")
     rounds = con.execute(
-        "select decision, champion_before, candidate_policy_id from nightly_rounds order by started_at"
+        "select decision, champion_before, candidate_policy_id from nightly_rounds "
+        "where round_id like 'round-%' order by started_at"
     ).fetchall()
     assert len(rounds) == 2 and all(d in ("promoted", "kept_champion", "nothing_to_do") for d, _, _ in rounds)
+    # the first round started from distill's champion; a distilled champion got fresh training samples
+    assert rounds[0][1] == champ
+    if promoted:
+        sampled = con.execute(
+            "select count(*) from trajectories where policy_id = ? and purpose = 'train'", [champ]
+        ).fetchone()[0]
+        assert sampled > 0
     # the second round's selection considered every training trajectory sampled before it
     last_sel = con.execute("select selection_id from selections order by created_at desc limit 1").fetchone()[
         0

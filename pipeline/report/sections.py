@@ -293,7 +293,7 @@ def agreement_section(rows: list[dict]) -> Section | None:
 
 
 def nightly_section(labels: dict[str, str], rounds: list[dict]) -> Section | None:
-    """One row per nightly round; None when nightly never ran."""
+    """One row per champion decision: distill's round 0 and each nightly round; None before any."""
     if not rounds:
         return None
     table = Table(
@@ -310,7 +310,7 @@ def nightly_section(labels: dict[str, str], rounds: list[dict]) -> Section | Non
             for r in rounds
         ],
     )
-    return Section("Nightly rounds", [table])
+    return Section("Champion rounds (distill round 0, then nightly)", [table])
 
 
 def _counts_text(counts: object) -> str:
