@@ -57,7 +57,7 @@ def adopt_distilled(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, eval_id
     champ_id = current(con, cfg)
     if champ_id != base_id:
         return {"decision": "left_champion", "champion": champ_id}
-    winners = [r for r in lifts if beats({"ci_low": r["ci_low"]})]
+    winners = [r for r in lifts if beats(r)]
     best = winners[0] if winners else lifts[0]
     decision = "promoted" if winners else "kept_champion"
     now = db.now()
