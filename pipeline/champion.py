@@ -1,16 +1,18 @@
 """The champion: the policy nightly rounds sample from and try to beat.
 
 It is the recipe's base policy until a candidate wins, and a candidate wins
-only when its paired held-out lift over the champion has a 95% interval
-above zero. ``make distill`` is round 0 under the same rule: when the
-champion is still the base policy its evaluation was paired with, the SFT
-policy that beats it becomes the champion, so the first nightly round
-samples the distilled policy instead of retraining distill's own selection.
-Every decision is a row of ``nightly_rounds``; distill's round id starts
-with ``distill-``.
+only when its paired held-out lift over the policy its round started from
+has a 95% interval above zero. ``make distill`` is round 0 under the same
+rule (pipeline.round): it starts from the base, so when the base is still
+the champion the SFT policy that beats it becomes the champion, and the
+first nightly round samples the distilled policy. Every round is a row of
+``nightly_rounds``, written only here; its id starts with the round's kind
+(``distill-`` or ``nightly-``).
 """
 
 from __future__ import annotations
+
+import uuid
 
 import duckdb
 
@@ -38,47 +40,73 @@ def beats(lift: dict | None) -> bool:
     return bool(lift and lift.get("ci_low") is not None and lift["ci_low"] > 0)
 
 
-def adopt_distilled(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, eval_id: str) -> dict:
-    """Round 0: promote the best candidate of distill's evaluation if it beats the base.
-
-    Leaves a champion that a nightly round promoted alone (distill compared
-    its candidates with the base, not with that champion). Idempotent: a
-    rerun of distill on the same evaluation writes no second row.
-    """
-    lifts = db.fetch_dicts(
-        con,
-        "select policy_id, base_policy_id, value, ci_low, ci_high from evaluations "
-        "where eval_id = ? and metric = 'lift' order by value desc, policy_id",
-        [eval_id],
+def open_round(con: duckdb.DuckDBPyConnection, kind: str, start_policy_id: str) -> str:
+    """A ``nightly_rounds`` row for a round that starts from ``start_policy_id``; returns its id."""
+    round_id = f"{kind}-{db.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+    con.execute(
+        "insert into nightly_rounds (round_id, champion_before, decision, started_at) values (?, ?, 'running', ?)",
+        [round_id, start_policy_id, db.now()],
     )
-    if not lifts:
-        return {"decision": "no_candidate"}
-    base_id = lifts[0]["base_policy_id"]
-    champ_id = current(con, cfg)
-    if champ_id != base_id:
-        return {"decision": "left_champion", "champion": champ_id}
-    winners = [r for r in lifts if beats(r)]
-    best = winners[0] if winners else lifts[0]
-    decision = "promoted" if winners else "kept_champion"
-    now = db.now()
-    with db.transaction(con):
+    return round_id
+
+
+def evaluated_against(con: duckdb.DuckDBPyConnection, policy_id: str, start_policy_id: str) -> bool:
+    """Whether ``policy_id`` already has a lift over ``start_policy_id`` (before this round's evaluation)."""
+    return bool(
         con.execute(
-            "insert into nightly_rounds (round_id, champion_before, candidate_policy_id, promoted, lift, "
-            "lift_ci_low, lift_ci_high, decision, started_at, ended_at) "
-            "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict do nothing",
+            "select count(*) from evaluations where policy_id = ? and base_policy_id = ? and metric = 'lift'",
+            [policy_id, start_policy_id],
+        ).fetchone()[0]
+    )
+
+
+def close_round(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PipelineConfig,
+    round_id: str,
+    start_policy_id: str,
+    candidate_id: str,
+    lift: dict | None,
+    nothing_new: bool,
+) -> str:
+    """The round's decision, applied and recorded; returns it.
+
+    ``promoted``: the candidate beats the policy the round started from, and
+    that policy is still the champion. ``left_champion``: another round made
+    a different champion meanwhile (distill compares with the base, not with
+    a champion a nightly round promoted), so this round leaves it.
+    ``nothing_to_do``: no new trajectories, the same selection and dataset,
+    and the candidate was already evaluated.
+    """
+    champ = current(con, cfg)
+    wins = beats(lift) and candidate_id != start_policy_id
+    if nothing_new:
+        decision = "nothing_to_do"
+    elif champ != start_policy_id:
+        decision = "left_champion"
+    else:
+        decision = "promoted" if wins else "kept_champion"
+    with db.transaction(con):
+        if decision == "promoted":
+            promote(con, candidate_id)
+        con.execute(
+            "update nightly_rounds set candidate_policy_id=?, promoted=?, lift=?, lift_ci_low=?, lift_ci_high=?, "
+            "decision=?, ended_at=? where round_id=?",
             [
-                f"distill-{eval_id}",
-                base_id,
-                best["policy_id"],
-                bool(winners),
-                best["value"],
-                best["ci_low"],
-                best["ci_high"],
+                candidate_id,
+                decision == "promoted",
+                lift and lift["value"],
+                lift and lift["ci_low"],
+                lift and lift["ci_high"],
                 decision,
-                now,
-                now,
+                db.now(),
+                round_id,
             ],
         )
-        if winners:
-            promote(con, best["policy_id"])
-    return {"decision": decision, "champion": best["policy_id"] if winners else base_id}
+    return decision
+
+
+def fail_round(con: duckdb.DuckDBPyConnection, round_id: str) -> None:
+    con.execute(
+        "update nightly_rounds set decision='failed', ended_at=? where round_id=?", [db.now(), round_id]
+    )

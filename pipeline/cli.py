@@ -23,12 +23,19 @@ import sys
 import yaml
 
 from pipeline import run_folder
-from pipeline.config import PipelineConfig, config_help, load_config
-from pipeline.errors import is_user_facing
+from pipeline.config import PipelineConfig, config_help
+from pipeline.errors import UserError, is_user_facing
+from stages import STAGES
 
 _OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*=")
 
-STAGES = ["rooms", "sample", "grade", "filter", "dataset", "train", "evaluate", "report"]
+# What a step consumes when the command names nothing: the newest finished run of the step before.
+# command -> (its flag's dest, the step that makes the input, the kind of id, the config key it fills)
+DEFAULT_INPUTS = {
+    "dataset": ("selection", "filter", "selection", "dataset.selection_id"),
+    "train": ("dataset", "dataset", "dataset", "train.dataset_id"),
+    "evaluate": ("policy", "train", "policy", "evaluate.candidates"),
+}
 
 
 # Room actions that only read the warehouse: they leave the run folder as it is.
@@ -69,9 +76,25 @@ def _parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="also grade trajectories an older grader version graded (same as grade.regrade=true)",
             )
+        if name == "dataset":
+            sp.add_argument(
+                "--selection", help="selection id to build from (default: the newest filter run's)"
+            )
+        if name == "train":
+            sp.add_argument("--dataset", help="dataset id to train on (default: the newest dataset run's)")
+        if name == "evaluate":
+            sp.add_argument(
+                "--policy",
+                action="append",
+                help="candidate policy id, repeatable (default: the newest train run's)",
+            )
     for name, text in [("distill", "run every stage once"), ("nightly", "run one nightly improvement round")]:
         sub.add_parser(name, help=text)
     sub.add_parser("serve", help="start the recipe's local vLLM servers and keep them until Ctrl-C")
+    lin = sub.add_parser(
+        "lineage", help="print what a policy, dataset or selection was made from, down to the rooms"
+    )
+    lin.add_argument("id", help="a policy, dataset or selection id")
 
     q = sub.add_parser("sql", help="run SQL against the run's warehouse and print a table")
     q.add_argument("query", nargs="?", help="a SQL statement")
@@ -102,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [a for a in argv if _OVERRIDE.match(a)]
     args = _parser().parse_args([a for a in argv if not _OVERRIDE.match(a)])
     try:
-        cfg = load_config(args.recipe, overrides)
+        cfg, note = run_folder.load(args.recipe, overrides)
+        if note:
+            print(note, file=sys.stderr)
         return _dispatch(args, cfg, argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -151,6 +176,15 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         from pipeline.serving import serve_forever
 
         return serve_forever(cfg)
+    if args.command == "lineage":
+        from pipeline import lineage
+
+        con = _open_warehouse(cfg, read_only=True)
+        try:
+            print(lineage.render(lineage.chain(con, args.id)))
+        finally:
+            con.close()
+        return 0
     if args.command == "grader-check":
         from pipeline.grading.known_answers import print_warehouse_check
 
@@ -161,9 +195,11 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         from stages import rooms
 
         return rooms.cli(cfg, args)
+    if args.command in DEFAULT_INPUTS:
+        _fill_inputs(args, cfg)
     command = f"rooms {args.action}" if args.command == "rooms" else args.command
     with (
-        run_folder.recorded(cfg, argv, command) as record,
+        run_folder.recorded(cfg, argv, command, args.recipe) as record,
         _model_servers(cfg, args.command),
         _serving_readers(cfg, args.command),
     ):
@@ -177,6 +213,40 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict)) or len(str(v)) < 400}
         print(json.dumps(shown, indent=2, default=str))
     return 0
+
+
+def _open_warehouse(cfg: PipelineConfig, read_only: bool):
+    from pipeline import db
+
+    if not cfg.run.db_path.exists():
+        raise UserError(f"{cfg.run.db_path}: no warehouse (run the earlier stages first)")
+    return db.connect(cfg.run.db_path, read_only=read_only, lock_timeout_s=cfg.run.lock_timeout_s)
+
+
+def _fill_inputs(args: argparse.Namespace, cfg: PipelineConfig) -> None:
+    """The CLI edge: an explicit flag or config key wins; else the newest finished run's output, printed."""
+    dest, stage, kind, key = DEFAULT_INPUTS[args.command]
+    section, field = key.split(".")
+    given = getattr(args, dest)
+    if given:
+        setattr(getattr(cfg, section), field, given)
+        return
+    if getattr(getattr(cfg, section), field):
+        return
+    from pipeline import lineage
+
+    # Other ranks of a multi-process launch only read; the first one may bring the schema up to date.
+    con = _open_warehouse(cfg, read_only=os.environ.get("RANK", "0") != "0")
+    try:
+        made = lineage.newest_output(con, stage, kind)
+    finally:
+        con.close()
+    if made is None:
+        raise UserError(
+            f"{args.command}: no {stage} run has made a {kind} yet: run `{stage}` first, or name one"
+        )
+    setattr(getattr(cfg, section), field, [made.id] if field == "candidates" else made.id)
+    print(f"{args.command}: {made.says(kind, stage)}", flush=True)
 
 
 if __name__ == "__main__":

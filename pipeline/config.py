@@ -183,7 +183,10 @@ class DatasetConfig:
     max_length: int = _f(4096, "examples with more tokens are dropped and counted")
     context_distillation: bool = _f(False, "train on the prompt without the worked example used at sampling")
     val_fraction: float = _f(0.2, "share of rooms (not trajectories) put into validation")
-    selection_id: str = _f("", "selection to build from; empty means the newest selection by created_at")
+    selection_id: str = _f(
+        "",
+        "selection to build from (--selection); empty: the CLI takes the newest filter run's and prints it",
+    )
 
 
 @dataclass
@@ -203,8 +206,7 @@ class TrainConfig:
     save_steps: int = _f(20, "checkpoint every n steps (resume point)")
     eval_steps: int = _f(0, "evaluate on the validation split every n steps; 0 means at every checkpoint")
     dataset_id: str = _f(
-        "",
-        "dataset to train on; empty means the one built for the current selection and dataset config, else the newest",
+        "", "dataset to train on (--dataset); empty: the CLI takes the newest dataset run's and prints it"
     )
     extra: dict[str, Any] = _f({}, "further SFTConfig fields passed through unchanged")
 
@@ -213,13 +215,18 @@ class TrainConfig:
 class EvaluateConfig:
     k: int = _f(4, "trajectories per held-out room and policy")
     bootstrap: int = _f(2000, "bootstrap resamples over rooms")
-    candidates: list[str] = _f([], "candidate policy ids; empty means the newest trained policy")
+    candidates: list[str] = _f(
+        [],
+        "candidate policy ids (--policy); empty: the CLI takes the newest train run's policy and prints it",
+    )
 
 
 @dataclass
 class NightlyConfig:
     top_up_k: int = _f(4, "each round tops the champion up to this many trajectories per training room")
-    lock_timeout_s: float = _f(0.0, "0 = refuse at once when another round holds the lock")
+    lock_timeout_s: float = _f(
+        0.0, "seconds to wait for another round's lock on the run folder; 0 = refuse at once"
+    )
 
 
 @dataclass

@@ -33,16 +33,28 @@ def heldout_rooms(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def policies_to_compare(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> tuple[Policy, list[Policy]]:
-    """The recipe's base policy, and ``evaluate.candidates`` (default: the newest trained policy)."""
-    cand_ids = cfg.evaluate.candidates or [c for c in [newest_candidate(con)] if c]
-    return base_policy(cfg), [load_policy(con, c, field="evaluate.candidates") for c in cand_ids]
+    """The recipe's base policy, and the ``evaluate.candidates`` named (the CLI fills in a default)."""
+    return base_policy(cfg), [
+        load_policy(con, c, field="evaluate.candidates") for c in cfg.evaluate.candidates
+    ]
 
 
-def newest_candidate(con: duckdb.DuckDBPyConnection) -> str | None:
-    row = con.execute(
-        "select policy_id from policies where adapter is not null order by created_at desc, policy_id limit 1"
-    ).fetchone()
-    return row[0] if row else None
+def mart_in_rooms(
+    con: duckdb.DuckDBPyConnection, mart: str, rooms: list[str], where: str, params: list
+) -> list[dict]:
+    """Rows of a mart computed over ``rooms`` only.
+
+    The mart's own SQL runs under CTEs that shadow the two models the
+    evaluation marts read trajectories from (``trajectory_scores``,
+    ``stg_trajectories``) with those rooms' rows, so the figures are the
+    mart's, limited to the rooms being evaluated, with no second copy of its logic.
+    """
+    shadows = ", ".join(
+        f"{m} as (select * from main.{m} where list_contains($rooms, room_id))"
+        for m in ("trajectory_scores", "stg_trajectories")
+    )
+    sql = f"with {shadows} select * from ({db.read_sql(f'marts/{mart}.sql')}) where {where}"
+    return db.fetch_dicts(con, sql, {"rooms": rooms, **params})
 
 
 def room_values(
@@ -107,13 +119,10 @@ def evaluate_policies(
         if pid != base.policy_id and rates and base_rates:
             diff, lo, hi, n = stats.paired_diff_ci(rates, base_rates, n_boot=B, seed=seed)
             add(pid, "lift", diff, lo, hi, n)
-        for kind, rate in con.execute(
-            "select kind, pass_rate from pass_rate_by_kind where policy_id = ? and purpose = 'eval'", [pid]
-        ).fetchall():
-            add(pid, f"pass_rate:{kind}", rate)
-        summary = db.fetch_dicts(
-            con, "select * from policy_summary where policy_id = ? and purpose = 'eval'", [pid]
-        )
+        where, params = "policy_id = $pid and purpose = 'eval'", {"pid": pid}
+        for r in mart_in_rooms(con, "pass_rate_by_kind", rooms, where, params):
+            add(pid, f"pass_rate:{r['kind']}", r["pass_rate"])
+        summary = mart_in_rooms(con, "policy_summary", rooms, where, params)
         for metric in BEHAVIOUR_NAMES:
             if summary and summary[0].get(metric) is not None:
                 add(pid, metric, float(summary[0][metric]))

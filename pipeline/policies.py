@@ -10,7 +10,8 @@ never by the model's name: the local backend loads base model and adapter
 itself; an OpenAI-compatible server (vLLM) is asked for the base model's
 served name, or for an adapter's LoRA module, which is named after the
 policy and recorded as ``served_model`` (pipeline.llm.lora_modules loads it
-into the running server when it is missing).
+into the running server when it is missing). ``adapter`` is stored relative
+to the run folder, so the id survives moving the folder.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -28,6 +28,7 @@ from pipeline.config import BackendConfig, PipelineConfig
 from pipeline.errors import UserError
 from pipeline.ids import content_hash
 from pipeline.llm.smollm2 import DEFAULT_MODEL_NAME
+from pipeline.run_folder import resolve_path, stored_path
 
 
 @dataclass
@@ -70,7 +71,7 @@ def base_policy(cfg: PipelineConfig) -> Policy:
         # An empty model is the embedded default; the policy names it, so its id says which model ran.
         base_model=root.model or DEFAULT_MODEL_NAME,
         backend=root.kind,
-        adapter=root.adapter or None,
+        adapter=stored_path(cfg.run.dir, root.adapter) if root.adapter else None,
         prompt=cfg.harness.prompt,
         harness=cfg.harness.kind,
         sampling=dataclasses.asdict(cfg.sampling),
@@ -140,7 +141,7 @@ def root_backend_config(policy: Policy, cfg: PipelineConfig) -> BackendConfig:
     if policy.backend == "local":
         # The local backend reads "" as the embedded default model: give it back "" as the recipe wrote it.
         root.model = "" if policy.base_model == DEFAULT_MODEL_NAME else policy.base_model
-        root.adapter = policy.adapter or ""
+        root.adapter = str(resolve_path(cfg.run.dir, policy.adapter)) if policy.adapter else ""
     else:
         root.model = policy.served_model  # a LoRA module selects the adapter on the server
         root.adapter = ""
@@ -152,4 +153,5 @@ def serve_policy(policy: Policy, cfg: PipelineConfig) -> None:
     if policy.lora_module and cfg.models.root.base_url:
         from pipeline.llm.lora_modules import ensure_lora_module
 
-        ensure_lora_module(cfg.models.root.base_url, policy.lora_module, Path(policy.adapter).resolve())
+        adapter = resolve_path(cfg.run.dir, policy.adapter).resolve()
+        ensure_lora_module(cfg.models.root.base_url, policy.lora_module, adapter)

@@ -10,23 +10,19 @@ the same room) and top-k per room. Every training trajectory gets a row in
 `selections` with the first rule that rejected it, or 'accepted'. Prints the funnel
 (sampled → finished → score → coverage → accepted), overall and per room.
 Zero accepted trajectories is an error (exit 1), never an empty dataset.
-The logic lives in pipeline.training.selection.
+The selection is the filter run's output (table `lineage`): the next
+`dataset` command uses it unless told otherwise, even when an earlier run
+already made the same selection. The logic lives in pipeline.training.selection.
 """
 
 from __future__ import annotations
 
-from pipeline import db
+from contextlib import closing
+
+from pipeline import db, steps
 from pipeline.config import PipelineConfig
-from pipeline.training import selection
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
-    with db.stage_run(con, "filter", cfg.hash("filter")) as counts:
-        chosen = selection.select(con, cfg)
-        counts.update(chosen.counts())
-        print(selection.funnel_table(con, chosen.selection_id))
-        # Recorded and printed first, so a run that accepts nothing still shows where they went.
-        selection.require_accepted(chosen)
-    con.close()
-    return counts
+    with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
+        return steps.select(con, cfg).counts()

@@ -14,45 +14,17 @@ records criteria it could not grade as NULL, never as pass or fail.
 version graded; the old rows stay and the views read each trajectory's
 newest version. When both judges ran, the per-kind agreement (rate and
 Cohen's kappa) is printed and returned. The logic lives in
-pipeline.grading.grade_run.
+pipeline.grading.grade_run; pipeline.steps.grade records the run.
 """
 
 from __future__ import annotations
 
-import sys
+from contextlib import closing
 
-from pipeline import db
+from pipeline import db, steps
 from pipeline.config import PipelineConfig
-from pipeline.grading.agreement import agreement_report
-from pipeline.grading.grade_run import (
-    check_judges,
-    grade_llm,
-    grade_reference,
-    graded_by_older_version,
-)
-from pipeline.grading.reference import GRADER_VERSION
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
-    check_judges(cfg.grade.judges)
-    with db.stage_run(con, "grade", cfg.hash("grade", "models")) as counts:
-        if "reference" in cfg.grade.judges:
-            counts["graded_reference"] = grade_reference(con, cfg)
-            stale = graded_by_older_version(con)
-            if stale:
-                counts["graded_by_older_version"] = stale
-                print(
-                    f"{stale} trajectories keep scores from an older grader version "
-                    f"(current: {GRADER_VERSION}); `grade --regrade` grades them again",
-                    file=sys.stderr,
-                )
-        if "llm" in cfg.grade.judges:
-            counts["graded_llm"] = grade_llm(con, cfg)
-        if {"reference", "llm"} <= set(cfg.grade.judges):
-            report = agreement_report(con)
-            counts["agreement"] = report
-            for row in report:
-                print(row)
-    con.close()
-    return counts
+    with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
+        return steps.grade(con, cfg)

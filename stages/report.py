@@ -20,6 +20,7 @@ is built by pipeline.report.build.
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 from pipeline import db
@@ -28,12 +29,12 @@ from pipeline.report.build import write
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
     out = Path(cfg.run.dir) / "report"
-    with db.stage_run(con, "report", cfg.hash()) as counts:
-        top, sections, pngs = write(con, cfg, out)
-        counts.update(report=str(out / "report.html"), plots=len(pngs), sections=len(sections), headline=top)
-        print(top)
-        print(f"report: {out / 'report.html'}")
-    con.close()
-    return counts
+    with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
+        with db.stage_run(con, "report", cfg.hash()) as counts:
+            top, sections, pngs = write(con, cfg, out)
+            # relative to the run folder, as every path the warehouse keeps
+            counts.update(report="report/report.html", plots=len(pngs), sections=len(sections), headline=top)
+            print(top)
+            print(f"report: {out / 'report.html'}")
+        return counts

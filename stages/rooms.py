@@ -13,6 +13,7 @@ each in its own transaction. Splits follow pipeline.rooms.split.
 from __future__ import annotations
 
 import argparse
+from contextlib import closing
 from pathlib import Path
 
 from tqdm import tqdm
@@ -26,11 +27,10 @@ from pipeline.rooms.synthetic.plan import generate_missing
 
 def run(cfg: PipelineConfig) -> dict:
     """Generate the recipe's synthetic rooms that are not in the warehouse yet."""
-    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
-    with db.stage_run(con, "rooms", cfg.hash("rooms")) as counts:
-        counts.update(generate_missing(con, cfg))
-    con.close()
-    return counts
+    with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
+        with db.stage_run(con, "rooms", cfg.hash("rooms")) as counts:
+            counts.update(generate_missing(con, cfg))
+        return counts
 
 
 def cli(cfg: PipelineConfig, args: argparse.Namespace) -> int:

@@ -10,17 +10,16 @@ exactly the missing ones (see pipeline.sampling).
 
 from __future__ import annotations
 
-from pipeline import db, sampling
+from contextlib import closing
+
+from pipeline import db, sampling, steps
 from pipeline.config import PipelineConfig
 
 
 def run(cfg: PipelineConfig) -> dict:
-    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
-    with db.stage_run(con, "sample", cfg.hash("sample", "harness", "sampling", "models")) as counts:
+    with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
         policy = sampling.resolve_policy(con, cfg)
         rooms = sampling.rooms_to_sample(con, cfg.sample.split)
         purpose = "train" if cfg.sample.split == "train" else "eval"
-        counts.update(policy_id=policy.policy_id, rooms=len(rooms))
-        counts.update(sampling.sample_policy(con, cfg, policy, rooms, cfg.sample.k, purpose))
-    con.close()
-    return counts
+        made = steps.sample(con, cfg, policy, rooms, cfg.sample.k, purpose)
+        return {"policy_id": made.policy_id, "rooms": len(rooms), **made.counts}

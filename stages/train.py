@@ -4,9 +4,8 @@ Run on CPU:   ``python -m pipeline --recipe <recipe> train``
 Run on GPUs:  ``accelerate launch --config_file configs/accelerate/multi_gpu.yaml -m pipeline --recipe <recipe> train``
 (see docs/training.md).
 
-The dataset is ``train.dataset_id``, or by default the one the dataset stage
-builds for the current selection and dataset config (else the newest
-version). Its examples are already tokenized with root-only ``labels``, so
+The dataset is ``train.dataset_id`` (``--dataset``; from the command line, by
+default the newest dataset run's dataset, printed). Its examples are already tokenized with root-only ``labels``, so
 TRL uses them as they are: it neither re-tokenizes nor re-masks a dataset
 with ``input_ids`` + ``labels`` columns. The LoRA settings and SFTConfig
 fields come from the ``train`` section; ``train.extra`` is passed to
@@ -29,12 +28,13 @@ The logic lives in pipeline.training.plan and pipeline.training.sft.
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
-from pipeline import db
+from pipeline import db, steps
 from pipeline.config import PipelineConfig
 from pipeline.training.errors import TrainError
-from pipeline.training.plan import already_trained, finished_counts, make_plan
+from pipeline.training.plan import already_trained
 from pipeline.training.sft import fit
 
 
@@ -48,23 +48,16 @@ def run(cfg: PipelineConfig) -> dict:
     # mix the two).
     if not Path(cfg.run.db_path).exists():
         raise TrainError(f"{cfg.run.db_path}: no warehouse (run the earlier stages first)")
-    con = db.connect(
-        cfg.run.db_path, read_only=not state.is_main_process, lock_timeout_s=cfg.run.lock_timeout_s
-    )
-    try:
-        plan = make_plan(con, cfg)
-    finally:
-        con.close()
+    read_only = not state.is_main_process
+    with closing(
+        db.connect(cfg.run.db_path, read_only=read_only, lock_timeout_s=cfg.run.lock_timeout_s)
+    ) as con:
+        plan = steps.plan_training(con, cfg, cfg.train.dataset_id)
     state.wait_for_everyone()
     if not state.is_main_process:
         if already_trained(plan):
             return {"skipped": True, "train_id": plan.train_id}
         return fit(cfg, plan, None)
 
-    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
-    try:
-        with db.stage_run(con, "train", plan.config_hash) as counts:
-            counts.update(finished_counts(con, plan) if already_trained(plan) else fit(cfg, plan, con))
-        return counts
-    finally:
-        con.close()
+    with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
+        return steps.train(con, cfg, plan).counts

@@ -100,3 +100,32 @@ def transformers_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFac
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@dataclass
+class DistilledRun:
+    run_dir: Path  # the run folder of one `distill` on the tiny recipe; copy it before changing it
+    stdout: str  # what distill printed
+
+    def copy(self, dest: Path) -> Path:
+        shutil.copytree(self.run_dir, dest)
+        return dest
+
+
+@pytest.fixture(scope="session")
+def distilled(tmp_path_factory: pytest.TempPathFactory) -> DistilledRun:
+    """One real `python -m pipeline --recipe tiny distill`, shared by the tests that read its run folder.
+
+    Tests that change a run folder work on ``distilled.copy(tmp_path / ...)``.
+    """
+    import contextlib
+    import io
+
+    from pipeline.cli import main
+
+    run = tmp_path_factory.mktemp("distilled") / "run"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--recipe", "tiny", "distill", f"run.dir={run}"])
+    assert code == 0, out.getvalue()[-3000:]
+    return DistilledRun(run, out.getvalue())

@@ -1,4 +1,4 @@
-"""Round 0: distill hands its SFT policy to nightly when it beats the base, on a real DuckDB file."""
+"""The champion rule and the rounds it records (distill and nightly alike), on a real DuckDB file."""
 
 from __future__ import annotations
 
@@ -19,75 +19,63 @@ def warehouse(tmp_path):
     con.close()
 
 
-def _lift(con, eval_id: str, base_id: str, policy_id: str, value: float, lo: float, hi: float) -> None:
-    db.write_rows(
-        con,
-        "evaluations",
-        [
-            {
-                "eval_id": eval_id,
-                "policy_id": policy_id,
-                "base_policy_id": base_id,
-                "metric": "lift",
-                "value": value,
-                "ci_low": lo,
-                "ci_high": hi,
-                "n_rooms": 5,
-                "created_at": db.now(),
-            },
-        ],
-    )
+def _lift(value: float, lo: float, hi: float) -> dict:
+    return {"metric": "lift", "value": value, "ci_low": lo, "ci_high": hi}
 
 
 def _rounds(con) -> list[tuple]:
     return con.execute(
-        "select round_id, champion_before, candidate_policy_id, promoted, decision from nightly_rounds"
+        "select champion_before, candidate_policy_id, promoted, decision from nightly_rounds order by started_at"
     ).fetchall()
 
 
-def test_a_lift_above_zero_makes_the_sft_policy_champion_once(warehouse):
+def _round(con, cfg, start: str, cand: str, lift: dict | None, nothing_new: bool = False, kind="distill"):
+    round_id = champion.open_round(con, kind, start)
+    assert round_id.startswith(f"{kind}-")
+    return champion.close_round(con, cfg, round_id, start, cand, lift, nothing_new)
+
+
+def test_a_lift_above_zero_makes_the_candidate_champion(warehouse):
     cfg, con, base_id = warehouse
-    _lift(con, "eval-a", base_id, SFT, 0.19, 0.05, 0.34)
-    assert champion.adopt_distilled(con, cfg, "eval-a") == {"decision": "promoted", "champion": SFT}
+    assert _round(con, cfg, base_id, SFT, _lift(0.19, 0.05, 0.34)) == "promoted"
     assert champion.current(con, cfg) == SFT
-    assert _rounds(con) == [("distill-eval-a", base_id, SFT, True, "promoted")]
-    # a rerun of distill on the same evaluation: the champion is no longer the base, nothing is written
-    assert champion.adopt_distilled(con, cfg, "eval-a")["decision"] == "left_champion"
-    assert len(_rounds(con)) == 1
+    assert _rounds(con) == [(base_id, SFT, True, "promoted")]
 
 
-def test_an_interval_reaching_zero_keeps_the_base(warehouse):
+def test_an_interval_reaching_zero_keeps_the_champion(warehouse):
     cfg, con, base_id = warehouse
-    _lift(con, "eval-b", base_id, SFT, 0.10, -0.02, 0.21)
-    assert champion.adopt_distilled(con, cfg, "eval-b") == {"decision": "kept_champion", "champion": base_id}
+    assert _round(con, cfg, base_id, SFT, _lift(0.10, -0.02, 0.21)) == "kept_champion"
     assert champion.current(con, cfg) == base_id
-    assert _rounds(con) == [("distill-eval-b", base_id, SFT, False, "kept_champion")]
-    # the same evaluation again writes no second row
-    champion.adopt_distilled(con, cfg, "eval-b")
-    assert len(_rounds(con)) == 1
+    assert _rounds(con) == [(base_id, SFT, False, "kept_champion")]
 
 
-def test_the_best_of_several_winning_candidates_is_promoted(warehouse):
-    cfg, con, base_id = warehouse
-    _lift(con, "eval-c", base_id, SFT, 0.10, 0.01, 0.20)
-    _lift(con, "eval-c", base_id, NIGHTLY, 0.25, 0.02, 0.40)
-    assert champion.adopt_distilled(con, cfg, "eval-c")["champion"] == NIGHTLY
-
-
-def test_a_champion_promoted_by_nightly_is_left_alone(warehouse):
+def test_a_round_from_an_old_champion_leaves_the_new_one(warehouse):
     cfg, con, base_id = warehouse
     champion.current(con, cfg)
     champion.promote(con, NIGHTLY)
-    _lift(con, "eval-d", base_id, SFT, 0.30, 0.20, 0.40)  # beats the base, not compared with NIGHTLY
-    assert champion.adopt_distilled(con, cfg, "eval-d") == {"decision": "left_champion", "champion": NIGHTLY}
+    # distill compared SFT with the base, not with NIGHTLY: a win over the base promotes nothing
+    assert _round(con, cfg, base_id, SFT, _lift(0.30, 0.20, 0.40)) == "left_champion"
     assert champion.current(con, cfg) == NIGHTLY
-    assert _rounds(con) == []
+    assert _rounds(con) == [(base_id, SFT, False, "left_champion")]
 
 
-def test_an_evaluation_without_candidates_changes_nothing(warehouse):
-    cfg, con, _ = warehouse
-    assert champion.adopt_distilled(con, cfg, "eval-none") == {"decision": "no_candidate"}
-    assert _rounds(con) == []
+def test_nothing_new_promotes_nothing_even_when_the_lift_wins(warehouse):
+    cfg, con, base_id = warehouse
+    assert _round(con, cfg, base_id, SFT, _lift(0.30, 0.20, 0.40), nothing_new=True, kind="nightly") == (
+        "nothing_to_do"
+    )
+    assert champion.current(con, cfg) == base_id
+
+
+def test_a_failed_round_is_recorded_as_failed(warehouse):
+    cfg, con, base_id = warehouse
+    round_id = champion.open_round(con, "nightly", base_id)
+    assert con.execute("select decision from nightly_rounds").fetchone()[0] == "running"
+    champion.fail_round(con, round_id)
+    assert con.execute("select decision, ended_at is not null from nightly_rounds").fetchone() == (
+        "failed",
+        True,
+    )
 
 
 @pytest.mark.parametrize(

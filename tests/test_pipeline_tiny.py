@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db
+from pipeline import db, lineage
 from pipeline.cli import main
 from pipeline.config import load_config
 from tests.test_live_queries import Shell
@@ -36,15 +36,15 @@ TABLES = [
     "train_runs",
     "train_logs",
     "evaluations",
+    "lineage",
 ]
 
 
 @pytest.mark.slow
-def test_distill_then_two_nightly_rounds(tmp_path, capsys):
-    run = tmp_path / "run"
-    assert main(["--recipe", "tiny", "distill", f"run.dir={run}"]) == 0
-    out = capsys.readouterr().out
+def test_distill_then_two_nightly_rounds(distilled, tmp_path):
+    out = distilled.stdout
     assert "held-out score" in out and "report.html" in out
+    run = distilled.copy(tmp_path / "run")
     con = db.connect(run / "pipeline.duckdb")
     for table in TABLES:
         assert con.execute(f"select count(*) from {table}").fetchone()[0] > 0, f"{table} is empty"
@@ -105,7 +105,7 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
     con = db.connect(run / "pipeline.duckdb")
     rounds = con.execute(
         "select decision, champion_before, candidate_policy_id from nightly_rounds "
-        "where round_id like 'round-%' order by started_at"
+        "where round_id like 'nightly-%' order by started_at"
     ).fetchall()
     assert len(rounds) == 2 and all(d in ("promoted", "kept_champion", "nothing_to_do") for d, _, _ in rounds)
     # the first round started from distill's champion; a distilled champion got fresh training samples
@@ -116,9 +116,7 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
         ).fetchone()[0]
         assert sampled > 0
     # the second round's selection considered every training trajectory sampled before it
-    last_sel = con.execute("select selection_id from selections order by created_at desc limit 1").fetchone()[
-        0
-    ]
+    last_sel = lineage.newest_output(con, "filter", "selection").id
     considered = con.execute("select count(*) from selections where selection_id = ?", [last_sel]).fetchone()[
         0
     ]
@@ -130,7 +128,7 @@ def test_distill_then_two_nightly_rounds(tmp_path, capsys):
 
 
 def test_concurrent_nightly_is_refused(tmp_path):
-    from stages.nightly import run_lock
+    from pipeline.round import run_lock
 
     run = tmp_path / "run"
     cfg = load_config("tiny", [f"run.dir={run}"])

@@ -12,7 +12,7 @@ import math
 
 import duckdb
 
-from pipeline import db
+from pipeline import db, lineage
 
 # Correlations of policy_summary; DuckDB's corr() is NaN where pipeline.stats.pearson says undefined (None).
 _CORRELATIONS = ("calls_size_corr", "calls_tokens_corr")
@@ -36,13 +36,14 @@ def policy_labels(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def latest_evaluation(con: duckdb.DuckDBPyConnection) -> tuple[str | None, list[dict], int]:
-    """(eval_id, its rows, number of evaluations in the warehouse) for the newest evaluation."""
+    """(eval_id, its rows, number of evaluations in the warehouse) for the newest evaluate run's evaluation."""
     evals = con.execute(
         "select eval_id from evaluations group by eval_id order by max(created_at) desc, eval_id desc"
     ).fetchall()
     if not evals:
         return None, [], 0
-    eval_id = evals[0][0]
+    made = lineage.newest_output(con, "evaluate", "evaluation")
+    eval_id = made.id if made else evals[0][0]  # a warehouse from before lineage: the newest rows
     rows = db.fetch_dicts(
         con, "select * from evaluations where eval_id = ? order by policy_id, metric", [eval_id]
     )
@@ -77,10 +78,13 @@ def room_scores(con: duckdb.DuckDBPyConnection, purpose: str) -> dict[str, dict[
 
 
 def latest_selection(con: duckdb.DuckDBPyConnection) -> tuple[str, object] | None:
-    """(selection_id, params) of the newest selection, or None before the filter stage ran."""
+    """(selection_id, params) of the newest filter run's selection, or None before the filter stage ran."""
+    made = lineage.newest_output(con, "filter", "selection")
     row = con.execute(
         "select selection_id, any_value(params) as params from selections "
-        "group by selection_id order by max(created_at) desc, selection_id desc limit 1"
+        "where selection_id = $id or $id is null "
+        "group by selection_id order by max(created_at) desc, selection_id desc limit 1",
+        {"id": made.id if made else None},
     ).fetchone()
     return (row[0], row[1]) if row else None
 

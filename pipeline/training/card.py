@@ -66,7 +66,7 @@ def render_readme(card: dict[str, Any]) -> str:
         "",
         "## Source",
         "",
-        f"- warehouse: `{card['source']['db_path']}` (run folder `{card['source']['run_dir']}`)",
+        f"- warehouse: `{card['source']['db_path']}` (relative to the run folder holding `datasets/`)",
         f"- selection: `{card['selection_id']}`",
         f"- filter parameters: `{json.dumps(card['filter_params'], sort_keys=True)}`",
         f"- base model / tokenizer: `{card['tokenizer']['base_model']}`",

@@ -36,12 +36,13 @@ from pipeline.config import PipelineConfig
 from pipeline.harness.trace import Trace
 from pipeline.ids import content_hash, digest, stable_id
 from pipeline.policies import load_policy
+from pipeline.run_folder import stored_path
 from pipeline.trace_store import load_traces
 from pipeline.training import base_model_path
 from pipeline.training.card import token_stats, write_card
 from pipeline.training.errors import DatasetError, NoAcceptedTrajectories
 from pipeline.training.masking import MaskingError, tokenize_conversation, trained_flags
-from pipeline.training.selection import resolve_selection
+from pipeline.training.selection import require_selection
 
 SPLITS = ("train", "validation")
 MASKING_RULE = (
@@ -59,11 +60,6 @@ def config_hash(cfg: PipelineConfig) -> str:
 
 def dataset_id_for(selection_id: str, chash: str) -> str:
     return stable_id(selection_id, chash, prefix="ds-", sep="\0", length=12)
-
-
-def current_dataset_id(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> str:
-    """The id the dataset stage builds for the configured (else newest) selection and this config."""
-    return dataset_id_for(resolve_selection(con, cfg.dataset.selection_id), config_hash(cfg))
 
 
 def split_rooms(rooms: list[str], val_fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -88,10 +84,12 @@ def root_messages(trace: Trace, context_distillation: bool) -> list[dict[str, An
     return msgs
 
 
-def build(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, chash: str) -> dict[str, Any]:
-    """Build (or find) the dataset of the configured selection; returns the dataset stage's counts."""
+def build(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, selection_id: str, chash: str
+) -> dict[str, Any]:
+    """Build (or find) the dataset of ``selection_id``; returns the dataset stage's counts."""
     dcfg = cfg.dataset
-    selection_id = resolve_selection(con, dcfg.selection_id)
+    require_selection(con, selection_id)
     dataset_id = dataset_id_for(selection_id, chash)
     folder = Path(cfg.run.dir) / "datasets" / dataset_id
     existing = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [dataset_id])
@@ -136,7 +134,8 @@ def build(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, chash: str) -> di
     card = {
         "dataset_id": dataset_id,
         "version": version,
-        "source": {"run_dir": str(cfg.run.dir), "db_path": str(cfg.run.db_path)},
+        # Relative to the run folder, so a copied run folder still describes itself.
+        "source": {"db_path": stored_path(cfg.run.dir, cfg.run.db_path)},
         "selection_id": selection_id,
         "filter_params": _filter_params(con, selection_id),
         "config_hash": chash,
@@ -172,12 +171,12 @@ def build(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, chash: str) -> di
         },
     }
     _save(folder, dataset_id, rows, card)
-    _register(con, card, folder, rows, dropped)
+    _register(con, card, stored_path(cfg.run.dir, folder), rows, dropped)
     return {
         "reused": False,
         "dataset_id": dataset_id,
         "version": version,
-        "path": str(folder),
+        "path": stored_path(cfg.run.dir, folder),
         "accepted": len(accepted),
         "train": len(rows["train"]),
         "validation": len(rows["validation"]),
@@ -324,7 +323,7 @@ def _save(folder: Path, dataset_id: str, rows: dict[str, list[dict]], card: dict
 def _register(
     con: duckdb.DuckDBPyConnection,
     card: dict[str, Any],
-    folder: Path,
+    folder: str,
     rows: dict[str, list[dict]],
     dropped: list[dict],
 ) -> None:
@@ -354,7 +353,7 @@ def _register(
                     "dataset_id": dataset_id,
                     "selection_id": card["selection_id"],
                     "version": card["version"],
-                    "path": str(folder),
+                    "path": folder,
                     "n_train": len(rows["train"]),
                     "n_validation": len(rows["validation"]),
                     "n_dropped_too_long": len(dropped),

@@ -1,8 +1,7 @@
 """What a training run will do, read from the warehouse before anything is written.
 
-The dataset is ``train.dataset_id``, or by default the one the dataset stage
-builds for the current selection and dataset config (else the newest
-version). ``train_id`` is derived from the dataset and the training config,
+The dataset is the id the caller names (the CLI defaults it to the newest
+dataset run's output and says so). ``train_id`` is derived from the dataset and the training config,
 so a finished run is found again (and not repeated) and a killed one resumes
 in the same adapter folder. The parent policy is the one that sampled most of
 the dataset's examples.
@@ -20,8 +19,8 @@ from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.ids import content_hash, stable_id
 from pipeline.policies import load_policy
-from pipeline.training.dataset import current_dataset_id
-from pipeline.training.errors import DatasetError, TrainError
+from pipeline.run_folder import resolve_path
+from pipeline.training.errors import TrainError
 
 
 @dataclass
@@ -47,23 +46,11 @@ def train_id_for(dataset_id: str, chash: str) -> str:
     return stable_id(dataset_id, chash, prefix="train-", sep="\0", length=12)
 
 
-def resolve_dataset(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> dict[str, Any]:
+def dataset_row(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
     """The ``datasets`` row to train on."""
-    if cfg.train.dataset_id:
-        rows = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [cfg.train.dataset_id])
-        if not rows:
-            raise TrainError(f"train.dataset_id: no dataset {cfg.train.dataset_id!r} in the warehouse")
-        return rows[0]
-    try:
-        rows = db.fetch_dicts(
-            con, "select * from datasets where dataset_id = ?", [current_dataset_id(con, cfg)]
-        )
-    except DatasetError:  # no selection: fall back to the newest dataset
-        rows = []
+    rows = db.fetch_dicts(con, "select * from datasets where dataset_id = ?", [dataset_id])
     if not rows:
-        rows = db.fetch_dicts(con, "select * from datasets order by version desc limit 1")
-    if not rows:
-        raise TrainError("no dataset in the warehouse: run the dataset stage first")
+        raise TrainError(f"train.dataset_id: no dataset {dataset_id!r} in the warehouse")
     return rows[0]
 
 
@@ -86,8 +73,8 @@ def parent_policy_id(con: duckdb.DuckDBPyConnection, dataset_id: str) -> str:
     return row[0]
 
 
-def make_plan(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Plan:
-    ds = resolve_dataset(con, cfg)
+def make_plan(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, dataset_id: str) -> Plan:
+    ds = dataset_row(con, dataset_id)
     chash = config_hash(cfg)
     train_id = train_id_for(ds["dataset_id"], chash)
     parent = parent_policy_id(con, ds["dataset_id"])
@@ -97,7 +84,7 @@ def make_plan(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Plan:
         train_id=train_id,
         config_hash=chash,
         dataset_id=ds["dataset_id"],
-        dataset_path=ds["path"],
+        dataset_path=str(resolve_path(cfg.run.dir, ds["path"])),
         parent_policy_id=parent,
         base_model=load_policy(con, parent).base_model,
         adapter_dir=str(adapter_dir.resolve()),
@@ -123,7 +110,7 @@ def finished_counts(con: duckdb.DuckDBPyConnection, plan: Plan) -> dict[str, Any
         "train_id": plan.train_id,
         "dataset_id": plan.dataset_id,
         "policy_id": row["policy_id"],
-        "adapter_path": plan.adapter_dir,
+        "adapter_path": row["adapter_path"],
         "final_train_loss": row["final_train_loss"],
         "final_eval_loss": row["final_eval_loss"],
     }

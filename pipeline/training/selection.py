@@ -123,19 +123,8 @@ def funnel_table(con: duckdb.DuckDBPyConnection, selection_id: str) -> str:
     return "\n".join(lines)
 
 
-def resolve_selection(con: duckdb.DuckDBPyConnection, selection_id: str = "") -> str:
-    """``selection_id`` if the warehouse has it, else (when empty) the newest selection."""
-    if selection_id:
-        n = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[
-            0
-        ]
-        if not n:
-            raise NoSelectionError(f"dataset.selection_id: no selection {selection_id!r} in the warehouse")
-        return selection_id
-    row = con.execute(
-        "select selection_id from selections group by selection_id "
-        "order by max(created_at) desc, selection_id desc limit 1"
-    ).fetchone()
-    if row is None:
-        raise NoSelectionError("no selection in the warehouse: run the filter stage first")
-    return row[0]
+def require_selection(con: duckdb.DuckDBPyConnection, selection_id: str) -> None:
+    """A selection id the warehouse has, or a one-line error naming it."""
+    n = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[0]
+    if not n:
+        raise NoSelectionError(f"dataset.selection_id: no selection {selection_id!r} in the warehouse")

@@ -29,9 +29,10 @@ from typing import Any
 
 import duckdb
 
-from pipeline import db
+from pipeline import db, lineage
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.policies import Policy, load_policy, register_policy
+from pipeline.run_folder import stored_path
 from pipeline.training import base_model_path
 from pipeline.training.errors import TrainError
 from pipeline.training.plan import Plan
@@ -153,7 +154,7 @@ def _log_callback(con: duckdb.DuckDBPyConnection | None, train_id: str) -> Any:
     return WarehouseLogs()
 
 
-def _mark_running(con: duckdb.DuckDBPyConnection, plan: Plan, adapter_dir: Path) -> None:
+def _mark_running(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: Plan, adapter_dir: Path) -> None:
     if plan.status is None:
         db.write_rows(
             con,
@@ -164,7 +165,7 @@ def _mark_running(con: duckdb.DuckDBPyConnection, plan: Plan, adapter_dir: Path)
                     "dataset_id": plan.dataset_id,
                     "parent_policy_id": plan.parent_policy_id,
                     "config_hash": plan.config_hash,
-                    "adapter_path": str(adapter_dir),
+                    "adapter_path": stored_path(cfg.run.dir, adapter_dir),
                     "status": "running",
                     "started_at": db.now(),
                 }
@@ -193,7 +194,7 @@ def fit(cfg: PipelineConfig, plan: Plan, con: duckdb.DuckDBPyConnection | None) 
     ckpt_dir = adapter_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     if con is not None:
-        _mark_running(con, plan, adapter_dir)
+        _mark_running(con, cfg, plan, adapter_dir)
 
     try:
         train_ds, val_ds = load_splits(plan.dataset_path)
@@ -237,8 +238,8 @@ def fit(cfg: PipelineConfig, plan: Plan, con: duckdb.DuckDBPyConnection | None) 
         "skipped": False,
         "train_id": plan.train_id,
         "dataset_id": plan.dataset_id,
-        "adapter_path": str(adapter_dir),
-        "resumed_from": resume,
+        "adapter_path": stored_path(cfg.run.dir, adapter_dir),
+        "resumed_from": resume and stored_path(cfg.run.dir, resume),
         "steps": trainer.state.global_step,
         "train_tokens": int(trainer.state.num_input_tokens_seen or 0),
         "train_seconds": round(seconds, 2),
@@ -263,7 +264,8 @@ def _record_policy(
         prompt=parent.prompt,
         harness=parent.harness,
         sampling=parent.sampling,
-        adapter=str(adapter_dir),
+        # Relative to the run folder: a copied run folder still finds its adapters.
+        adapter=stored_path(cfg.run.dir, adapter_dir),
         parent_id=parent.policy_id,
         train_id=plan.train_id,
     )
@@ -301,7 +303,17 @@ def _record_policy(
                 plan.train_id,
             ],
         )
+    write_lineage_card(con, adapter_dir, pid)
     return {"policy_id": pid, "parent_policy_id": parent.policy_id}
+
+
+def write_lineage_card(con: duckdb.DuckDBPyConnection, adapter_dir: Path, policy_id: str) -> None:
+    """The adapter's model card (PEFT's README.md) ends with the chain `pipeline lineage` prints."""
+    card = adapter_dir / "README.md"
+    text = card.read_text() if card.exists() else f"# {policy_id}\n"
+    text = text.split("\n## Lineage\n")[0].rstrip("\n")
+    chain = lineage.render(lineage.chain(con, policy_id))
+    card.write_text(f"{text}\n\n## Lineage\n\n```\n{chain}\n```\n")
 
 
 def trained_lora_tensors(adapter_dir: str | Path, names: Sequence[str] = ("lora_B",)) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 with
 
 latest_eval as (
-    select eval_id, base_policy_id from evaluations order by created_at desc limit 1
+    select eval_id, base_policy_id from evaluations order by created_at desc, eval_id limit 1
 ),
 
 policies_in_eval as (

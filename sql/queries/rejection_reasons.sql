@@ -1,15 +1,22 @@
--- Why the newest selection rejected trajectories, per room: where does the
--- funnel lose its candidates?
+-- Why the current selection (the output of the newest finished filter run)
+-- rejected trajectories, per room: where does the funnel lose its candidates?
 with
 
-latest as (
-    select selection_id from selections order by created_at desc limit 1
+filter_outputs as (
+    select l.id as selection_id, r.ended_at
+    from lineage as l
+    join stage_runs as r using (run_id)
+    where l.stage = 'filter' and l.kind = 'selection' and l.role = 'output' and r.status = 'ok'
+),
+
+current_selection as (
+    select selection_id from filter_outputs order by ended_at desc limit 1
 ),
 
 src as (
     select s.reason, t.room_id
     from selections as s
-    join latest as l using (selection_id)
+    join current_selection as c using (selection_id)
     join trajectories as t using (trajectory_id)
 ),
 

@@ -149,6 +149,7 @@ def make_warehouse(
               "selections": sel_rows}  # fmt: skip
     db.write_many(con, {t: fill_required(con, t, rows) for t, rows in tables.items()})
     con.close()
+    cfg.dataset.selection_id = "sel-1"  # the selection written above, named as the CLI would
     return cfg
 
 
@@ -185,20 +186,26 @@ def test_context_distillation_removes_worked_example():
 
 def test_no_selection_and_zero_accepted_are_clear_errors(tmp_path: Path):
     from pipeline.cli import main
+    from pipeline.steps import MissingInput
     from pipeline.training.errors import NoAcceptedTrajectories, NoSelectionError
     from stages import dataset
 
     cfg = PipelineConfig()
     cfg.run.dir = str(tmp_path / "empty")
     db.connect(cfg.run.db_path).close()
-    with pytest.raises(NoSelectionError, match="run the filter stage"):
+    with pytest.raises(MissingInput, match="dataset.selection_id is empty"):
         dataset.run(cfg)
+    cfg.dataset.selection_id = "sel-nope"
+    with pytest.raises(NoSelectionError, match="no selection 'sel-nope'"):
+        dataset.run(cfg)
+    # From the command line: no filter run yet is one line naming the step to run.
+    assert main(["dataset", f"run.dir={cfg.run.dir}"]) == 1
 
     cfg = make_warehouse(tmp_path / "none", accept=False)
     with pytest.raises(NoAcceptedTrajectories, match="accepted no trajectories"):
         dataset.run(cfg)
     # The command line turns it into one line and exit status 1.
-    assert main(["dataset", f"run.dir={cfg.run.dir}"]) == 1
+    assert main(["dataset", "--selection", "sel-1", f"run.dir={cfg.run.dir}"]) == 1
 
 
 # ----------------------------------------------------------------------------- the real stage
@@ -216,8 +223,8 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     assert (counts["accepted"], counts["dropped_too_long"]) == (9, 1)
     assert counts["train"] + counts["validation"] == 8 and counts["validation"] == 2
 
-    folder = Path(counts["path"])
-    assert folder == Path(warehouse.run.dir) / "datasets" / counts["dataset_id"]
+    assert counts["path"] == f"datasets/{counts['dataset_id']}"  # stored relative to the run folder
+    folder = Path(warehouse.run.dir) / counts["path"]
     dsd = datasets.load_from_disk(str(folder / "hf"))
     for split in ("train", "validation"):
         assert (folder / "parquet" / f"{split}.parquet").exists()
@@ -268,15 +275,14 @@ def test_dataset_stage_builds_masks_splits_card_and_registers(warehouse: Pipelin
     # Same selection + config: reused, nothing written.
     again = dataset.run(warehouse)
     assert again["reused"] is True and again["dataset_id"] == counts["dataset_id"]
-    warehouse.dataset.selection_id = "sel-1"  # naming the newest selection explicitly is the same input
-    assert dataset.run(warehouse)["dataset_id"] == counts["dataset_id"]
     # Context distillation is a new dataset version without the worked example.
     warehouse.dataset.context_distillation = True
     cd = dataset.run(warehouse)
     assert cd["reused"] is False and cd["version"] == 2 and cd["dataset_id"] != counts["dataset_id"]
-    cd_ds = datasets.load_from_disk(str(Path(cd["path"]) / "hf"))
+    cd_folder = Path(warehouse.run.dir) / cd["path"]
+    cd_ds = datasets.load_from_disk(str(cd_folder / "hf"))
     assert EXAMPLE_CODE not in json.dumps(list(cd_ds["train"]["messages"]))
-    assert json.loads((Path(cd["path"]) / "card.json").read_text())["context_distillation"] is True
+    assert json.loads((cd_folder / "card.json").read_text())["context_distillation"] is True
     con = db.connect(warehouse.run.db_path)
     assert con.execute("select count(*) from datasets").fetchone()[0] == 2
     con.close()
@@ -294,5 +300,5 @@ def test_one_room_dataset_has_an_empty_validation_split_that_training_can_load(
     cfg = make_warehouse(tmp_path, rooms=("room-a",), long_one=False)
     counts = dataset.run(cfg)
     assert (counts["train"], counts["validation"]) == (2, 0)
-    train, val = load_splits(counts["path"])
+    train, val = load_splits(Path(cfg.run.dir) / counts["path"])
     assert len(train) == 2 and val is None

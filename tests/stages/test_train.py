@@ -35,6 +35,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path):
     cfg.dataset.val_fraction = 0.3
     ds = dataset.run(cfg)
     assert (ds["train"], ds["validation"]) == (2, 1)
+    cfg.train.dataset_id = ds["dataset_id"]
     counts = train.run(tiny_train(cfg))
     return cfg, counts
 
@@ -44,8 +45,8 @@ def test_adapter_is_trained_and_saved_in_peft_format(trained):
 
     cfg, counts = trained
     assert counts["skipped"] is False and counts["steps"] == 2
-    adapter = Path(counts["adapter_path"])
-    assert adapter == (Path(cfg.run.dir) / "adapters" / counts["train_id"]).resolve()
+    assert counts["adapter_path"] == f"adapters/{counts['train_id']}"  # relative to the run folder
+    adapter = Path(cfg.run.dir) / counts["adapter_path"]
     conf = json.loads((adapter / "adapter_config.json").read_text())
     assert conf["peft_type"] == "LORA" and conf["r"] == 4 and conf["lora_alpha"] == 8
     assert (adapter / "tokenizer_config.json").exists()
@@ -99,11 +100,10 @@ def test_adapter_loads_with_peft_and_generates(trained, smollm2_path: Path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _, counts = trained
-    tok = AutoTokenizer.from_pretrained(counts["adapter_path"])
-    model = PeftModel.from_pretrained(
-        AutoModelForCausalLM.from_pretrained(smollm2_path), counts["adapter_path"]
-    )
+    cfg, counts = trained
+    adapter = str(Path(cfg.run.dir) / counts["adapter_path"])
+    tok = AutoTokenizer.from_pretrained(adapter)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(smollm2_path), adapter)
     prompt = tok.apply_chat_template(
         [{"role": "user", "content": "Review the data room."}], add_generation_prompt=True, return_tensors="pt",
         return_dict=True,
@@ -119,7 +119,7 @@ def test_killed_run_resumes_from_its_checkpoint(trained):
     from stages import train
 
     cfg, counts = trained
-    adapter = Path(counts["adapter_path"])
+    adapter = Path(cfg.run.dir) / counts["adapter_path"]
     # Simulate a run killed after step 1: only checkpoint-1, no final adapter, train_runs still 'running'.
     shutil.rmtree(adapter / "checkpoints" / "checkpoint-2")
     for name in ("adapter_model.safetensors", "adapter_config.json"):
