@@ -24,6 +24,7 @@ import re
 
 from pipeline.grading.criteria import normalize, parse_amounts
 from pipeline.grading.memo_text import RoomIndex, _hashes, _words
+from pipeline.grading.oracle import evidence_memo
 from pipeline.grading.reference import claim_truth, default_budget
 from pipeline.rooms.model import Criterion, Room
 
@@ -310,8 +311,6 @@ def _claim_line(path: str, groups: list[list[str]], rng: random.Random) -> str:
 
 def claim_stuffing_memo(room: Room, rng: random.Random) -> str:
     """The oracle's findings, then one short claim per random (document, kind) pair to the budget's end."""
-    from pipeline.grading.known_answers import evidence_memo
-
     oracle = evidence_memo(room).strip()
     budget = default_budget(room) - len(oracle.split())
     kinds = list(claim_truth(room).kinds.items())
@@ -330,8 +329,6 @@ def claim_stuffing_memo(room: Room, rng: random.Random) -> str:
 
 def wrong_citation_memo(room: Room, rng: random.Random) -> str:
     """The oracle, each issue's documents replaced by a document that supports none of its claims."""
-    from pipeline.grading.known_answers import evidence_memo
-
     truth = claim_truth(room)
     supported = set().union(*truth.supported.values()) if truth.supported else set()
     judged = truth.judged_paths
@@ -353,8 +350,6 @@ def wrong_citation_memo(room: Room, rng: random.Random) -> str:
 
 def repetition_memo(room: Room, rng: random.Random) -> str:
     """One true finding of the oracle, lightly edited each time, repeated to the end of the budget."""
-    from pipeline.grading.known_answers import evidence_memo
-
     paras = evidence_memo(room).strip().split("\n\n")[1:]
     if not paras:
         return ""
