@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     gc.add_argument("--corpus", default=None, help="folder holding cuad/: adds the CUAD expert-label memo")
     gc.add_argument("--room", action="append", default=None, help="only this room (repeatable)")
+    gc.add_argument(
+        "--seed", type=int, default=0, help="seed the adversarial memos are drawn from (0: the reproducible gate)"
+    )
     jc = sub.add_parser(
         "judge-check",
         help="grade the known-answer and sampled memos with the LLM judge (models.judge); print its agreement "
@@ -200,7 +203,7 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
     if args.command == "grader-check":
         from pipeline.grading.known_answers import print_warehouse_check
 
-        return print_warehouse_check(cfg.run.db_path, args.corpus, args.room)
+        return print_warehouse_check(cfg.run.db_path, args.corpus, args.room, args.seed)
     if args.command == "judge-check":
         from pipeline.grading.judge_check import print_judge_check
 

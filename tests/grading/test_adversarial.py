@@ -43,6 +43,19 @@ def test_adversarial_memos_hold_their_bars_on_fresh_generated_rooms(k):
     assert rows["repetition"]["false_claims"] > 3, replay  # the repeats are padding
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("n_documents", [300, 2000])
+def test_adversarial_memos_hold_their_bars_on_big_generated_rooms(n_documents):
+    """On big rooms the reading budget, not the room, bounds a memo: every family still within its bar."""
+    seed = SEED + n_documents
+    rm = generate_room(f"adv-{n_documents}-{seed}", seed, n_documents=n_documents, tokens_per_document=200)
+    rows = {r["memo"]: r for r in check_room(rm, seed=seed)}
+    bad = {n: (r["headline"], r["bar"]) for n, r in rows.items() if not r["ok"]}
+    assert bad == {}, f"room and memo seed {seed} (replay with RLM_ADVERSARIAL_SEED={SEED})"
+    assert set(ADVERSARIAL) <= set(rows)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not (CORPUS / "cuad").is_dir(), reason="the shared CUAD corpus is not beside the project")
 def test_adversarial_memos_hold_their_bars_on_a_cuad_room():
     from pipeline.rooms.cuad import build_cuad_rooms
