@@ -113,7 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_argument("--corpus", default=None, help="folder holding cuad/: adds the CUAD expert-label memo")
     gc.add_argument("--room", action="append", default=None, help="only this room (repeatable)")
     gc.add_argument(
-        "--seed", type=int, default=0, help="seed the adversarial memos are drawn from (0: the reproducible gate)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed the adversarial memos are drawn from (0: the reproducible gate)",
     )
     jc = sub.add_parser(
         "judge-check",

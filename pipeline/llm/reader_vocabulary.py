@@ -102,7 +102,10 @@ RISKS: list[Risk] = [
     _risk(
         "exec_cic_payment",
         "Executive payout on a change in control",
-        [CHANGE, r"\bpayments?\b|\bbonus\w*|\bseverance\b|\btrigger\b|\baccelerat\w*|\bvest\w*|\bparachute\b"],
+        [
+            CHANGE,
+            r"\bpayments?\b|\bbonus\w*|\bseverance\b|\btrigger\b|\baccelerat\w*|\bvest\w*|\bparachute\b",
+        ],
         "{p} gets a change-in-control bonus on closing, whether or not they stay employed (single trigger).",
         "Count the payment to {p} as a deal cost in the funds flow and check it under section 280G.",
         context=[

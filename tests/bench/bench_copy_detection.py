@@ -93,7 +93,9 @@ def bench_room(n_documents: int, seconds: float, seed: int, old_tree: Path, tmp:
     if old["words"] != new["words"]:
         raise SystemExit(f"the two trees generate different rooms ({old['words']} vs {new['words']} words)")
     print(f"\n== generated room: {n_documents:,} documents, {new['words']:,} words")
-    print(f"index: old {old['index_s']:.2f} s, new {new['index_s']:.2f} s; reading budget {new['budget']:,} words")
+    print(
+        f"index: old {old['index_s']:.2f} s, new {new['index_s']:.2f} s; reading budget {new['budget']:,} words"
+    )
     print(f"{'memo':16s} {'words':>10s} {'old/s':>9s} {'new/s':>9s} {'new/old':>8s}  headline old -> new")
     memos = json.loads(memos_file.read_text())
     for name, memo in memos.items():
@@ -111,7 +113,9 @@ def main() -> None:
         worker(int(n), int(seed), float(seconds), memos_file)
         return
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rooms", default="20,5000", help="document counts of the generated rooms, comma-separated")
+    ap.add_argument(
+        "--rooms", default="20,5000", help="document counts of the generated rooms, comma-separated"
+    )
     ap.add_argument("--seconds", type=float, default=2.0, help="grading time per grader and room (about)")
     ap.add_argument("--seed", type=int, default=0, help="room and adversarial-memo seed")
     ap.add_argument("--old", default="main", help="git revision whose grader is the old one")
