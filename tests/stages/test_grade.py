@@ -180,6 +180,7 @@ def test_regrade_keeps_old_versions_and_views_read_the_newest(tmp_path):
 def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
     """A gullible scripted judge passes everything it is shown; pasted source never reaches it."""
     from pipeline.grading.known_answers import known_memos
+    from pipeline.grading.llm_judge import memo_quotes
     from tests.doubles import SCRIPTS
 
     shown: list[str] = []
@@ -189,8 +190,10 @@ def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
         memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
         shown.append(memo)
         n = int(re.search(r'ids "1" to "(\d+)"', user).group(1))
+        quotes = memo_quotes(memo) or [""]  # a pass must quote the memo it was shown
         verdicts = [
-            {"id": str(i), "pass": bool(memo.strip()), "reason": "looks fine"} for i in range(1, n + 1)
+            {"id": str(i), "quote": quotes[0], "pass": bool(memo.strip()), "reason": "looks fine"}
+            for i in range(1, n + 1)
         ]
         return json.dumps({"verdicts": verdicts})
 
