@@ -36,6 +36,8 @@ rules as (
         s.coverage,
         coalesce(c.code_hash, md5(s.trajectory_id)) as code_hash,
         case
+            -- nothing the root wrote means nothing to train on, whatever the loose filters say
+            when c.trajectory_id is null or c.root_chars = 0 then 'no_root_turn'
             when $require_submit and s.status <> 'submitted' then 'not_finished'
             when s.score < $min_score then 'score'
             when $min_relative is not null and s.score < m.room_mean_score + $min_relative then 'score'

@@ -11,9 +11,9 @@ flags as (
     select
         selection_id,
         room_id,
-        reason not in ('not_finished') as finished,
-        reason not in ('not_finished', 'score') as passed_score,
-        reason not in ('not_finished', 'score', 'coverage') as passed_coverage,
+        reason not in ('no_root_turn', 'not_finished') as finished,
+        reason not in ('no_root_turn', 'not_finished', 'score') as passed_score,
+        reason not in ('no_root_turn', 'not_finished', 'score', 'coverage') as passed_coverage,
         accepted
     from src_selections
 ),

@@ -40,7 +40,9 @@ def _warehouse(tmp_path, specs):
     for i, (_name, status, n_passed, cov, code) in enumerate(specs):
         tid = _id(i)
         tr = Trace(tid, "r1", "p1", status=status, memo="m", started_at="2026-12-01T00:00:00")
-        tr.turns = [Turn(0, [{"role": "user", "content": "task"}], f"```python\n{code}\n```", code)]
+        # code None: the root never answered (an episode cut before its first completion)
+        if code is not None:
+            tr.turns = [Turn(0, [{"role": "user", "content": "task"}], f"```python\n{code}\n```", code)]
         cov_rows = [
             {
                 "trajectory_id": tid,
@@ -83,6 +85,7 @@ def test_rules_in_funnel_order(tmp_path, capsys):
         ("t-unfinished", "turn_limit", 4, 1.0, "b()"),
         ("t-low", "submitted", 1, 1.0, "c()"),
         ("t-narrow", "submitted", 4, 0.2, "d()"),
+        ("t-silent", "timeout", 4, 1.0, None),
     ]
     cfg = _warehouse(tmp_path, specs)
     cfg.filter.require_submit = True
@@ -97,18 +100,30 @@ def test_rules_in_funnel_order(tmp_path, capsys):
         "t-unfinished": "not_finished",
         "t-low": "score",
         "t-narrow": "coverage",
+        "t-silent": "no_root_turn",
     }
     funnel = con.execute(
         "select sampled, finished, passed_score, passed_coverage, accepted from rejection_funnel "
         "where room_id = ''"
     ).fetchone()
-    assert funnel == (5, 4, 3, 2, 1)
+    assert funnel == (6, 4, 3, 2, 1)
     assert counts["accepted"] == 1
     out = capsys.readouterr().out
     assert "ALL" in out and "r1" in out
     # rerun with the same inputs reuses the selection
     con.close()
     assert filter_stage.run(cfg)["reused"] is True
+
+
+def test_a_trajectory_without_a_root_turn_is_rejected_even_by_loose_filters(tmp_path):
+    specs = [("t-ok", "submitted", 1, 0.1, "a()"), ("t-silent", "timeout", 0, 0.0, None)]
+    cfg = _warehouse(tmp_path, specs)
+    cfg.filter.require_submit, cfg.filter.min_score, cfg.filter.min_coverage = False, 0.0, 0.0
+    assert filter_stage.run(cfg)["accepted"] == 1
+    con = db.connect(cfg.run.db_path)
+    reasons = _named(con.execute("select trajectory_id, reason from selections").fetchall(), specs)
+    con.close()
+    assert reasons == {"t-ok": "accepted", "t-silent": "no_root_turn"}
 
 
 def test_zero_accepted_is_an_error_with_exit_1(tmp_path, capsys):
