@@ -101,10 +101,10 @@ def bench_room(n_documents: int, seconds: float, seed: int, old_tree: Path, tmp:
     for name, memo in memos.items():
         o, n = old["memos"][name], new["memos"][name]
         print(
-            f"{name:16s} {len(memo.split()):10,d} {o['rate']:9.1f} {n['rate']:9.1f} {n['rate'] / o['rate']:8.2f}"
+            f"{name:16s} {len(memo.split()):10,d} {o['rate']:9.3g} {n['rate']:9.3g} {n['rate'] / o['rate']:8.2f}"
             f"  {o['headline']:.3f} -> {n['headline']:.3f}"
         )
-    print(f"{'all (mix)':16s} {'':10s} {old['mix']:9.1f} {new['mix']:9.1f} {new['mix'] / old['mix']:8.2f}")
+    print(f"{'all (mix)':16s} {'':10s} {old['mix']:9.3g} {new['mix']:9.3g} {new['mix'] / old['mix']:8.2f}")
 
 
 def main() -> None:
