@@ -112,6 +112,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     gc.add_argument("--corpus", default=None, help="folder holding cuad/: adds the CUAD expert-label memo")
     gc.add_argument("--room", action="append", default=None, help="only this room (repeatable)")
+    gc.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed the adversarial memos are drawn from (0: the reproducible gate)",
+    )
+    jc = sub.add_parser(
+        "judge-check",
+        help="grade the known-answer and sampled memos with the LLM judge (models.judge); print its agreement "
+        "with the reference judge and CUAD experts",
+    )
+    jc.add_argument(
+        "--corpus", default=None, help="folder holding cuad/: adds the CUAD expert-label comparison"
+    )
+    jc.add_argument("--room", action="append", default=None, help="only this room (repeatable)")
+    jc.add_argument(
+        "--sampled", type=int, default=8, help="sampled memos (trajectories) per room (default 8)"
+    )
 
     cfgp = sub.add_parser("config", help="print the resolved config, or every key with its help")
     cfgp.add_argument("--keys", action="store_true")
@@ -188,7 +206,11 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
     if args.command == "grader-check":
         from pipeline.grading.known_answers import print_warehouse_check
 
-        return print_warehouse_check(cfg.run.db_path, args.corpus, args.room)
+        return print_warehouse_check(cfg.run.db_path, args.corpus, args.room, args.seed)
+    if args.command == "judge-check":
+        from pipeline.grading.judge_check import print_judge_check
+
+        return print_judge_check(cfg, args.corpus, args.room, args.sampled)
     if getattr(args, "regrade", False):
         cfg.grade.regrade = True
     if args.command == "rooms" and args.action in READ_ONLY_ROOM_ACTIONS:

@@ -2,7 +2,9 @@
 
 Imports inside functions count: a lazy import still makes the library depend
 on what it imports. Only the CLI and the orchestrating stages (distill,
-nightly) may import stages; nothing may form an import cycle.
+nightly) may import stages; nothing may form an import cycle; pipeline.llm
+(the backends, with the stand-in reader) never imports pipeline.grading, so
+the reader cannot agree with the judge by sharing its vocabulary.
 """
 
 from __future__ import annotations
@@ -102,6 +104,30 @@ def test_only_orchestrators_import_stages():
         if m.startswith("stages.") and m not in ORCHESTRATORS
     }
     assert {m: e for m, e in bad.items() if e} == {}
+
+
+# package -> packages it must never import (the stand-in reader must not read with the judge's answer key)
+FORBIDDEN = {"pipeline.llm": ("pipeline.grading",)}
+
+
+def _forbidden_edges(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    bad = {}
+    for m, edges in graph.items():
+        for package, banned in FORBIDDEN.items():
+            if m == package or m.startswith(package + "."):
+                hits = sorted(e for e in edges if any(e == b or e.startswith(b + ".") for b in banned))
+                if hits:
+                    bad[m] = hits
+    return bad
+
+
+def test_no_forbidden_imports():
+    assert _forbidden_edges(import_graph()) == {}
+
+
+def test_forbidden_import_rule_catches_one():
+    graph = {"pipeline.llm.extractive": {"pipeline.grading.criteria", "pipeline.rooms.model"}}
+    assert _forbidden_edges(graph) == {"pipeline.llm.extractive": ["pipeline.grading.criteria"]}
 
 
 def test_no_import_cycles():

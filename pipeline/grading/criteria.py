@@ -125,7 +125,7 @@ def _amount_in(a: Amount, values: list[float]) -> bool:
 
 def _path_in(path: str, norm_unit: str) -> bool:
     name = path.rsplit("/", 1)[-1]
-    return normalize(path) in norm_unit or normalize(name) in norm_unit
+    return norm_phrase(path) in norm_unit or norm_phrase(name) in norm_unit
 
 
 @functools.lru_cache(maxsize=65536)
@@ -137,8 +137,14 @@ def phrase_pattern(phrase: str, whole_word: bool) -> re.Pattern[str]:
     return re.compile(start + re.escape(phrase) + end)
 
 
+@functools.lru_cache(maxsize=65536)
+def norm_phrase(phrase: str) -> str:
+    """``phrase`` normalised as units are (cached: rubric phrases repeat across units)."""
+    return normalize(phrase).strip() if phrase.strip() else phrase
+
+
 def has_phrase(norm_unit: str, phrase: str, whole_word: bool = False) -> bool:
-    p = normalize(phrase).strip() if phrase.strip() else phrase
+    p = norm_phrase(phrase)
     return p in norm_unit and bool(phrase_pattern(p, whole_word).search(norm_unit))
 
 

@@ -12,13 +12,26 @@ whether the judge measures diligence:
 | claim_all | every claim kind claimed on every document, one paragraph per pair | near 0 |
 | expert_labels | CUAD rooms only: from CUAD's own label table (master_clauses.csv), not the rubric | near 1 |
 
+and the adversarial memos of pipeline.grading.adversarial, drawn from a seed
+(what an optimiser would try, and the honest control):
+
+| memo | what it is | headline should be |
+|---|---|---|
+| near_copy | the room's issue paragraphs pasted with small edits (never 8 words verbatim) | near 0 |
+| claim_stuffing | the oracle, then short claims of random kinds on random documents to the budget | near 0 |
+| wrong_citation | the oracle, each finding cited to a document that does not support it | near 0 |
+| repetition | one true finding, lightly edited, repeated to the budget | near 0 |
+| paraphrase | every finding of the oracle in a reviewer's words, same citations | near 1 |
+
 ``BARS`` holds the bounds the tests and ``python -m pipeline grader-check``
-hold the judge to.
+hold the judge to. ``check_room`` draws the adversarial memos with ``seed``
+(0 by default, so the gate and the report are reproducible); the tests draw
+a fresh seed each run.
 """
 
 from __future__ import annotations
 
-import re
+import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,13 +40,12 @@ import duckdb
 import pyarrow as pa
 
 from pipeline import db
-from pipeline.grading.criteria import normalize
+from pipeline.grading import adversarial
+from pipeline.grading.oracle import evidence_memo
 from pipeline.grading.reference import ReferenceGrader, claim_truth
 from pipeline.rooms import store
-from pipeline.rooms.model import Criterion, Room
+from pipeline.rooms.model import Room
 from pipeline.rooms.store import RoomError
-
-_SPACES = re.compile(r"\s+")
 
 # memo -> (lowest, highest) headline it may score
 BARS: dict[str, tuple[float, float]] = {
@@ -43,7 +55,15 @@ BARS: dict[str, tuple[float, float]] = {
     "dump_phrases": (0.0, 0.15),
     "claim_all": (0.0, 0.15),
     "expert_labels": (0.90, 1.0),
+    "near_copy": (0.0, 0.15),
+    # F1 of recall 1 and precision above chance 0-0.1 (4 to 10 false claims per true one): mean 0.09,
+    # at most 0.19 over 300 generated rooms
+    "claim_stuffing": (0.0, 0.25),
+    "wrong_citation": (0.0, 0.15),
+    "repetition": (0.0, 0.15),
+    "paraphrase": (0.90, 1.0),
 }
+ADVERSARIAL = ("near_copy", "claim_stuffing", "wrong_citation", "repetition", "paraphrase")
 
 RISK_PHRASES = (
     "Risks: change of control termination right; consent required for assignment by merger or operation of law; "
@@ -60,59 +80,6 @@ GENERIC_NEXT_STEPS = (
 
 def empty_memo(room: Room) -> str:
     return ""
-
-
-def _phrase(group: list[str], forbidden: set[str]) -> str:
-    for p in group:
-        if not any(f in normalize(p) for f in forbidden):
-            return p
-    return group[0]
-
-
-def _short_quote(text: str, words: int = 25) -> str:
-    """The first ``words`` words of ``text``: a cited quote, not a pasted clause."""
-    parts = text.split()
-    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
-
-
-def evidence_memo(room: Room) -> str:
-    """The oracle: a memo written from the rubric's own evidence, one paragraph per planted issue, no decoys.
-
-    The reference for what a perfect memo holds; it should pass (nearly) every
-    non-trap criterion and every trap.
-    """
-    by_issue: dict[str, list[Criterion]] = {}
-    for c in room.criteria:
-        if not c.is_trap:
-            by_issue.setdefault(c.issue_id or c.criterion_id, []).append(c)
-    paras = [
-        f"Diligence memo: {room.target.get('name', room.name)} ({room.deal.get('type', 'acquisition')} by "
-        f"{room.deal.get('buyer', 'the buyer')})."
-    ]
-    for iid, crits in by_issue.items():
-        forbidden = {normalize(f) for c in crits for f in c.forbidden}
-        entities: list[str] = []
-        found: list[str] = []
-        steps: list[str] = []
-        amounts: list[str] = []
-        paths: list[str] = []
-        for c in crits:
-            entities += [e for e in c.entities if e not in entities]
-            bucket = steps if c.kind == "next_step" else found
-            bucket += [p for p in (_phrase(g, forbidden) for g in c.any_of) if p not in found + steps]
-            amounts += [f"${a.value:,.0f}" for a in c.amounts if f"${a.value:,.0f}" not in amounts]
-            paths += [p for p in c.paths if p not in paths]
-        kind = (crits[0].issue_kind or "issue").replace("_", " ")
-        evidence = crits[0].evidence
-        text = (
-            f"{iid} ({kind}) - {', '.join(entities)}: {'; '.join(found) or 'see evidence'}."
-            + (f" Amount: {', '.join(amounts)}." if amounts else "")
-            + f" Sources: {', '.join(paths)}."
-            + (f" Next step: {'; '.join(steps)}." if steps else "")
-            + (f' Evidence: "{_short_quote(evidence)}"' if evidence else "")
-        )
-        paras.append(_SPACES.sub(" ", text))
-    return "\n\n".join(paras) + "\n"
 
 
 def dump_memo(room: Room) -> str:
@@ -159,8 +126,8 @@ def expert_label_memo(room: Room, corpus: str | Path) -> str:
     return "\n\n".join(paras)
 
 
-def known_memos(room: Room, corpus: str | Path | None = None) -> dict[str, str]:
-    """name -> memo for every known-answer memo that applies to ``room``."""
+def known_memos(room: Room, corpus: str | Path | None = None, seed: int = 0) -> dict[str, str]:
+    """name -> memo for every known-answer memo that applies to ``room``; adversarial ones drawn with ``seed``."""
     makers: dict[str, Callable[[Room], str]] = {
         "empty": empty_memo,
         "oracle": evidence_memo,
@@ -169,18 +136,21 @@ def known_memos(room: Room, corpus: str | Path | None = None) -> dict[str, str]:
         "claim_all": claim_all_memo,
     }
     out = {name: make(room) for name, make in makers.items()}
+    for name in ADVERSARIAL:
+        rng = random.Random(f"{seed}:{room.name}:{name}")
+        out[name] = getattr(adversarial, f"{name}_memo")(room, rng)
     if room.source == "cuad" and corpus is not None and (Path(corpus) / "cuad").is_dir():
         out["expert_labels"] = expert_label_memo(room, corpus)
     return out
 
 
 def check_room(
-    room: Room, corpus: str | Path | None = None, grader: ReferenceGrader | None = None
+    room: Room, corpus: str | Path | None = None, grader: ReferenceGrader | None = None, seed: int = 0
 ) -> list[dict]:
     """One row per known-answer memo: headline, recall, precision, the bar and whether it holds."""
     grader = grader or ReferenceGrader(room)
     rows = []
-    for name, memo in known_memos(room, corpus).items():
+    for name, memo in known_memos(room, corpus, seed).items():
         g = grader.grade(memo)
         low, high = BARS[name]
         rows.append(
@@ -196,22 +166,23 @@ def check_room(
                 "cut": g.cut,
                 "bar": f"[{low:.2f}, {high:.2f}]",
                 "ok": low <= g.headline <= high,
+                "seed": seed if name in ADVERSARIAL else None,
             }
         )
     return rows
 
 
 def check_warehouse(
-    con: duckdb.DuckDBPyConnection, corpus: str | Path | None, names: list[str] | None
+    con: duckdb.DuckDBPyConnection, corpus: str | Path | None, names: list[str] | None, seed: int = 0
 ) -> list[dict]:
     """``check_room`` rows for every room in the warehouse (or the ``names`` given)."""
     rows = []
     for name in names or store.room_names(con):
-        rows += check_room(store.load_room(con, name, with_text=True), corpus)
+        rows += check_room(store.load_room(con, name, with_text=True), corpus, seed=seed)
     return rows
 
 
-def print_warehouse_check(db_path: Path, corpus: str | None, names: list[str] | None) -> int:
+def print_warehouse_check(db_path: Path, corpus: str | None, names: list[str] | None, seed: int = 0) -> int:
     """`python -m pipeline grader-check`: the known-answer table, one line per room and memo; 1 if a bar fails."""
     if not Path(db_path).exists():
         raise RoomError(f"no warehouse at {db_path} (run `rooms generate` or `rooms cuad` first)")
@@ -219,7 +190,7 @@ def print_warehouse_check(db_path: Path, corpus: str | None, names: list[str] | 
         raise RoomError(f"--corpus {corpus}: no cuad/ folder in it")
     con = db.connect(db_path)
     try:
-        rows = check_warehouse(con, corpus, names)
+        rows = check_warehouse(con, corpus, names, seed)
     finally:
         con.close()
     if not rows:
@@ -229,8 +200,10 @@ def print_warehouse_check(db_path: Path, corpus: str | None, names: list[str] | 
     out.sql("select * from known_answers").show(max_rows=10_000, max_width=200)
     failed = [r for r in rows if not r["ok"]]
     for r in failed:
+        drawn = f" (drawn with seed {r['seed']})" if r["seed"] is not None else ""
         print(
-            f"FAIL {r['room']} {r['memo']}: headline {r['headline']:.3f} outside {r['bar']}", file=sys.stderr
+            f"FAIL {r['room']} {r['memo']}: headline {r['headline']:.3f} outside {r['bar']}{drawn}",
+            file=sys.stderr,
         )
     print(f"{len(rows) - len(failed)} of {len(rows)} known-answer rows within their bars", file=sys.stderr)
     return 1 if failed else 0

@@ -11,34 +11,49 @@ How a memo is read, in order:
 2. **Units.** The memo is cut into paragraphs, list items and table rows
    (pipeline.grading.criteria.units).
 3. **Quotation.** Text copied from the room beyond a short quotation is cut
-   out of each unit, and a unit that is mostly copied is dropped
-   (pipeline.grading.memo_text.strip_quotation). Pasted source satisfies no
-   criterion and makes no claim.
-4. **Criteria.** A non-trap criterion passes when one unit holds all of its
+   out of each unit, near copies included (a sentence pasted with small
+   edits), and a unit that is mostly copied is dropped
+   (pipeline.grading.memo_text.strip_quotation); a memo with near copies in
+   several of its units is read strictly throughout. Pasted source satisfies
+   no criterion and makes no claim.
+4. **Repeats.** A unit nearly the same as an earlier one (``REPEAT_SHARE``)
+   that adds no document, name, claim kind or amount is set aside and not
+   read; one restatement of a unit is free, and each claim of every further
+   one counts as a false claim (padding).
+5. **Criteria.** A non-trap criterion passes when one unit holds all of its
    fields (pipeline.grading.criteria.missing) and asserts the finding: the
-   phrases of its issue's identify criterion, not negated (identify and trap
-   criteria assert their own phrases; absence criteria are exempt, an absence
-   being their finding). So a citation, an amount or a next step counts only
-   beside the finding it supports, never from a list of file names. A trap
-   fails when a unit flags its decoy.
-5. **Claims.** A unit claims a claim kind (pipeline.grading.claim_kinds) when
-   it asserts the kind's signature. The claim is true when the unit cites
-   (path or file name) or names (entity) something the room supports for that
-   kind: a planted issue of the kind, or a CUAD contract labelled Yes in that
-   category. It is false otherwise, including a claim that cites nothing.
-   CUAD rooms judge claims only about their labelled contracts (a claim that
-   cites only the merger agreement, the NDA or an unlabelled contract is not
-   counted); generated and imported rooms judge every document.
+   phrases of its issue's identify criterion, not negated, in the unit's own
+   words (not only inside a file name or a quoted clause of six words or
+   more: memo_text.own_text) (identify and trap criteria assert their own
+   phrases; absence criteria are exempt, an absence being their finding).
+   So a citation, an amount or a next step counts only beside the finding
+   it supports, never from a list of file names. A trap fails when a unit
+   flags its decoy.
+6. **Claims.** A unit claims a claim kind (pipeline.grading.claim_kinds) when
+   its own words assert the kind's signature. A claim that cites documents
+   (path or file name) is true when at least half of the documents it cites
+   are ones the room supports for that kind (a planted issue of the kind, or
+   a CUAD contract labelled Yes in that category); a claim that cites none is
+   true when it names (entity) something the room supports. It is false
+   otherwise, including a claim that cites and names nothing, or cites a
+   document that does not exist. The same claim (kind, documents cited, or
+   names when none) counts once however often it is made. CUAD rooms judge
+   claims only about their labelled contracts (a claim that cites only the
+   merger agreement, the NDA or an unlabelled contract is not counted);
+   generated and imported rooms judge every document.
 
 Scores (all in [0, 1]):
 
 - recall = non-trap criteria passed / non-trap criteria
-- precision = true claims / (true claims + false claims + traps failed);
-  1 when the memo makes no claim and flags no decoy
+- precision = true claims / (true claims + false claims + traps failed),
+  above chance (a reader claiming kinds at random scores 0); 1 when the memo
+  makes no claim and flags no decoy
 - headline = 2 * precision * recall / (precision + recall), 0 when both are 0
 
 An empty memo has recall 0, so headline 0; a memo that claims every kind on
-every document has precision near 0, so headline near 0.
+every document has precision near 0, so headline near 0. The known-answer
+memos (pipeline.grading.known_answers, pipeline.grading.adversarial) hold the
+judge to this on every kind of room.
 """
 
 from __future__ import annotations
@@ -47,16 +62,35 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from rapidfuzz import fuzz, process
+
 from pipeline.grading import claim_kinds
 from pipeline.grading.criteria import PreparedUnit, check_units, has_phrase, normalize, parse_amounts, units
-from pipeline.grading.memo_text import RoomIndex, claims_signature, cut_to_budget, strip_quotation
+from pipeline.grading.memo_text import (
+    FILE_REF,
+    MIN_SENTENCE_WORDS,
+    PASTED_SHARE,
+    PASTED_UNITS,
+    RoomIndex,
+    claims_signature,
+    cut_to_budget,
+    strip_quotation,
+)
 from pipeline.rooms.model import Criterion, Room
 
-GRADER_VERSION = 2  # 1: criteria pass rate with traps counted as criteria (no precision, quotation or budget)
+# 1: criteria pass rate with traps counted as criteria (no precision, quotation or budget)
+# 2: recall, precision, headline; verbatim 8-gram quotation; reading budget
+# 3: near copies cut (small edits no longer hide pasted text); a finding asserted outside file names and
+#    quoted clauses; a claim true only when the documents it cites support it; repeated claims counted once,
+#    repeated units counted false
+GRADER_VERSION = 3
 BUDGET_BASE = 150
 BUDGET_PER_ISSUE = 100
+REPEAT_SHARE = (
+    0.8  # a unit this similar (word-level ratio) to an earlier one that names nothing new is a repeat
+)
+_WORDS = re.compile(r"\w+")
 ABSENCE_KINDS = frozenset({"missing_ip_assignment", "missing_side_letter", "unreported_breach"})
-_FILE_REF = re.compile(r"[\w./\\-]+\.(?:txt|md|pdf|docx?|html?|csv|xlsx?|json|rtf)\b", re.IGNORECASE)
 
 Verdict = tuple[str, bool, str]
 
@@ -76,6 +110,7 @@ class MemoGrade:
     quoted_words: int  # words dropped as quotation
     version: int = GRADER_VERSION
     false_claims: list[str] = field(default_factory=list)  # "kind @ refs", for reasons and debugging
+    repeated_units: int = 0  # units set aside as near copies of an earlier unit (not in the summary row)
 
     def summary(self) -> dict:
         return {
@@ -103,6 +138,24 @@ def n_issues(room: Room) -> int:
 
 def default_budget(room: Room) -> int:
     return BUDGET_BASE + BUDGET_PER_ISSUE * n_issues(room)
+
+
+@dataclass
+class Reading:
+    """A memo as the reference judge reads it."""
+
+    units: list[PreparedUnit]  # what is read, in order
+    repeats: list[PreparedUnit]  # units set aside as near copies of an earlier unit of the memo
+    padding: list[PreparedUnit]  # those of them beyond one restatement of that unit: their claims are false
+    memo_words: int
+    cut: bool  # the memo ran past the reading budget
+    quoted_words: int  # words cut out as quotation or near copy
+    # normalised unit -> its own words (memo_text.own_text): a finding is asserted there, not by a file
+    # name or inside a quoted clause
+    asserting: dict[str, str] = field(default_factory=dict)
+
+    def says(self, norm: str) -> str:
+        return self.asserting.get(norm, norm)
 
 
 @dataclass
@@ -190,17 +243,37 @@ def claim_truth(room: Room) -> ClaimTruth:
 class ReferenceGrader:
     """Grades memos on one room; builds the room's quotation index and claim truth once."""
 
-    def __init__(self, room: Room, budget_words: int | None = None, index: RoomIndex | None = None) -> None:
+    def __init__(
+        self,
+        room: Room,
+        budget_words: int | None = None,
+        index: RoomIndex | None = None,
+        near_copies: bool = True,
+    ) -> None:
+        """``near_copies=False``: only verbatim 8-grams count as copied (grader version 2's reading)."""
         self.room = room
         self.criteria = list(room.criteria)
         self.budget_words = budget_words or default_budget(room)
         has_text = any(d.text for d in room.documents)
+        self.truth = claim_truth(room)
         self.index = (
             index
             if index is not None
-            else (RoomIndex([d.text for d in room.documents]) if has_text else None)
+            else (
+                RoomIndex(
+                    [d.text for d in room.documents],
+                    near_copies,
+                    names=sorted(self.truth.entities),
+                    titles=[d.title for d in room.documents],
+                    terms=sorted(
+                        {p for groups in self.truth.kinds.values() for g in groups for p in g}
+                        | {p for c in room.criteria for g in c.any_of for p in g}
+                    ),
+                )
+                if has_text
+                else None
+            )
         )
-        self.truth = claim_truth(room)
         self.by_name: dict[str, set[str]] = defaultdict(set)
         for d in room.documents:
             self.by_name[normalize(d.path.rsplit("/", 1)[-1])].add(normalize(d.path))
@@ -211,29 +284,75 @@ class ReferenceGrader:
         }
 
     # ------------------------------------------------------------ reading
-    def read(self, memo: str) -> tuple[list[PreparedUnit], int, bool, int]:
-        """(prepared units as (text, normalised, amounts), memo words, cut, quoted words)."""
-        text, n_words, cut = cut_to_budget(memo or "", self.budget_words)
-        prepared = []
-        quoted = 0
-        for u in units(text):
-            uq = strip_quotation(u, self.index)
-            quoted += uq.quoted_words
-            if uq.text.strip():
-                prepared.append((uq.text, normalize(uq.text), parse_amounts(uq.text)))
-        return prepared, n_words, cut, quoted
+    def read(self, memo: str) -> Reading:
+        """The memo as read: the budget applied, quotation and near copies cut out, repeats set aside.
 
-    def _refs(self, unit: str, norm: str) -> set[str]:
-        refs: set[str] = set()
-        for m in _FILE_REF.finditer(unit):
+        A unit is a repeat when its own words (memo_text.own_text) are at
+        least ``REPEAT_SHARE`` alike (word-level ratio) to an earlier unit's and
+        it adds nothing to it: no document, name, claim kind or amount the
+        earlier unit lacks. One restatement of a unit is set aside; every
+        further one is padding as well.
+        """
+        text, n_words, cut = cut_to_budget(memo or "", self.budget_words)
+        reading = Reading([], [], [], n_words, cut, 0, {})
+        seen: list[list[str]] = []  # own words of each unit read so far
+        facts: list[tuple[set[str], set[float], str]] = []  # its references, amounts, own text
+        restated: dict[int, int] = defaultdict(int)  # unit read -> repeats of it so far
+        read = [strip_quotation(u, self.index) for u in units(text)]
+        pasted = sum(uq.near_copied for uq in read)
+        if pasted >= PASTED_UNITS and pasted >= PASTED_SHARE * len(read):  # a memo that pastes: read strictly
+            read = [strip_quotation(u, self.index, strict=True) for u in units(text)]
+        for uq in read:
+            reading.quoted_words += uq.quoted_words
+            if not uq.text.strip():
+                continue
+            norm = normalize(uq.text)
+            prepared = (uq.text, norm, parse_amounts(uq.text))
+            own = reading.asserting[norm] = normalize(uq.own)
+            words = _WORDS.findall(own)
+            mine = (self._refs(uq.text, norm), {round(v, 2) for v in prepared[2]}, own)
+            if len(words) >= MIN_SENTENCE_WORDS and seen:
+                alike = process.extract(
+                    words, seen, scorer=fuzz.ratio, score_cutoff=100 * REPEAT_SHARE, limit=None
+                )
+                first = next((k for _, _, k in alike if self._adds_nothing(mine, facts[k])), None)
+                if first is not None:
+                    reading.repeats.append(prepared)
+                    restated[first] += 1
+                    if restated[first] > 1:
+                        reading.padding.append(prepared)
+                    continue
+            reading.units.append(prepared)
+            seen.append(words)
+            facts.append(mine)
+        return reading
+
+    def _adds_nothing(self, unit, earlier) -> bool:
+        (refs, amounts, own), (refs0, amounts0, own0) = unit, earlier
+        return refs <= refs0 and amounts <= amounts0 and self._kinds(own) <= self._kinds(own0)
+
+    def _kinds(self, own: str) -> set[str]:
+        """The claim kinds a unit's own text asserts."""
+        truth = self.truth
+        return {k for k, g in truth.kinds.items() if claims_signature(own, g, absence=k in truth.absence)}
+
+    def _cited(self, unit: str) -> set[frozenset[str]]:
+        """The documents the unit cites: per file reference, the room paths it names (empty: none)."""
+        out: set[frozenset[str]] = set()
+        for m in FILE_REF.finditer(unit):
             ref = normalize(m.group().strip("./\\"))
             name = ref.rsplit("/", 1)[-1]
-            refs |= {p for p in self.by_name.get(name, ()) if p.endswith(ref) or ref == name}
-        refs |= {normalize(e) for e in self.truth.entities if has_phrase(norm, e, whole_word=True)}
-        return refs
+            out.add(frozenset(p for p in self.by_name.get(name, ()) if p.endswith(ref) or ref == name))
+        return out
+
+    def _named(self, norm: str) -> set[str]:
+        return {normalize(e) for e in self.truth.entities if has_phrase(norm, e, whole_word=True)}
+
+    def _refs(self, unit: str, norm: str) -> set[str]:
+        return set().union(*self._cited(unit)) | self._named(norm)
 
     # ------------------------------------------------------------ grading
-    def _criterion(self, c: Criterion, prepared) -> tuple[bool, str]:
+    def _criterion(self, c: Criterion, reading: Reading) -> tuple[bool, str]:
         if c.kind in ("identify", "trap"):
             asserted = c.any_of
         elif c.kind == "absence":
@@ -243,51 +362,70 @@ class ReferenceGrader:
         absence = (c.issue_kind or "") in ABSENCE_KINDS or c.kind == "absence"
 
         def also(norm: str) -> list[str]:
-            if asserted and not claims_signature(norm, asserted, absence=absence):
+            if asserted and not claims_signature(reading.says(norm), asserted, absence=absence):
                 return ["the finding itself, asserted and not negated"]
             return []
 
-        return check_units(c, prepared, also, nothing="nothing to read (empty, or only quotation)")
+        return check_units(c, reading.units, also, nothing="nothing to read (empty, or only quotation)")
 
-    def _claims(self, prepared) -> tuple[int, list[str], float]:
-        """(true claims, false claims, true claims expected of a reader who claims at random)."""
+    def _claims(self, reading: Reading) -> tuple[int, list[str], float]:
+        """(true claims, false claims, true claims expected of a reader who claims at random).
+
+        A claim made twice (same kind, same documents cited, or same names when
+        it cites none) counts once; a claim in a padding unit counts as false.
+        """
         truth = self.truth
         n_true, false, expected = 0, [], 0.0
-        for u, norm, _ in prepared:
-            refs = None
+        seen: set[tuple[str, frozenset[str]]] = set()
+        for repeat, (u, norm, _) in [(False, p) for p in reading.units] + [
+            (True, p) for p in reading.padding
+        ]:
+            cited = named = None
             for kind, groups in truth.kinds.items():
-                if not claims_signature(norm, groups, absence=kind in truth.absence):
+                if not claims_signature(reading.says(norm), groups, absence=kind in truth.absence):
                     continue
-                refs = self._refs(u, norm) if refs is None else refs
-                if refs & truth.supported.get(kind, set()):
-                    n_true += 1
-                elif truth.judged_paths is None or not refs or refs & truth.judged_paths:
-                    false.append(f"{kind} @ {', '.join(sorted(refs)) or 'nothing cited'}")
+                if cited is None:
+                    cited, named = self._cited(u), self._named(norm)
+                refs = set().union(*cited) | named
+                supported = truth.supported.get(kind, set())
+                if cited:  # the documents cited must support it: at least half of them
+                    true = 2 * sum(1 for c in cited if c & supported) >= len(cited)
                 else:
+                    true = bool(named & supported)
+                if not (true or truth.judged_paths is None or not refs or refs & truth.judged_paths):
                     continue  # about documents the room has no labels for: not judged
+                key = (kind, frozenset().union(*cited) if cited else frozenset(named))
+                if repeat:
+                    false.append(f"repeated {kind} @ {', '.join(sorted(refs)) or 'nothing cited'}")
+                elif key in seen:
+                    continue
+                elif true:
+                    n_true += 1
+                else:
+                    false.append(f"{kind} @ {', '.join(sorted(refs)) or 'nothing cited'}")
+                seen.add(key)
                 expected += truth.chance.get(kind, 0.0)
         return n_true, false, expected
 
     def readable(self, memo: str) -> str:
-        """The memo as this grader reads it (budget, quotation cut out): what an LLM judge is shown."""
-        return "\n\n".join(u for u, _, _ in self.read(memo)[0])
+        """The memo as this grader reads it (budget, quotation and repeats cut out): what an LLM judge is shown."""
+        return "\n\n".join(u for u, _, _ in self.read(memo).units)
 
     def grade(self, memo: str) -> MemoGrade:
-        prepared, n_words, cut, quoted = self.read(memo)
-        verdicts = [(c.criterion_id, *self._criterion(c, prepared)) for c in self.criteria]
-        return self.score(verdicts, prepared, n_words, cut, quoted)
+        reading = self.read(memo)
+        verdicts = [(c.criterion_id, *self._criterion(c, reading)) for c in self.criteria]
+        return self.score(verdicts, reading)
 
     def grade_with(self, memo: str, verdicts: list[tuple[str, bool | None, str]]) -> MemoGrade:
         """Scores for another judge's criterion verdicts on ``memo``; claims are read as ``grade`` reads them."""
-        prepared, n_words, cut, quoted = self.read(memo)
-        return self.score(verdicts, prepared, n_words, cut, quoted)
+        return self.score(verdicts, self.read(memo))
 
-    def score(self, verdicts, prepared, n_words: int, cut: bool, quoted: int) -> MemoGrade:
+    def score(self, verdicts, reading: Reading) -> MemoGrade:
         """Recall, precision and headline from criterion verdicts (None = ungraded, left out) and claims."""
         trap = {c.criterion_id: c.is_trap for c in self.criteria}
         issue = [v[1] for v in verdicts if v[1] is not None and not trap.get(v[0], False)]
         traps_failed = sum(1 for v in verdicts if v[1] is False and trap.get(v[0], False))
-        n_true, false, expected = self._claims(prepared)
+        n_true, false, expected = self._claims(reading)
         recall = sum(issue) / len(issue) if issue else 0.0
         judged = n_true + len(false) + traps_failed
         # precision above chance: a reader who claims kinds at random is right `expected` times
@@ -300,9 +438,10 @@ class ReferenceGrader:
             n_claims=n_true + len(false),
             n_false_claims=len(false),
             traps_failed=traps_failed,
-            memo_words=n_words,
+            memo_words=reading.memo_words,
             budget_words=self.budget_words,
-            cut=cut,
-            quoted_words=quoted,
+            cut=reading.cut,
+            quoted_words=reading.quoted_words,
             false_claims=false,
+            repeated_units=len(reading.repeats),
         )

@@ -18,18 +18,18 @@ Prompt convention (the root's prompts are free text, so parsing is lenient):
   path-like token in it (``folder/file.ext``) or ``prompt``.
 
 Which sentences: a sentence is a finding when it scores as risky (weighted
-risk patterns, ``RISK_PATTERNS``) and matches a *claim kind*: the generated
-rooms' kinds (pipeline.grading.claim_kinds.GENERATED, tried in ``KIND_ORDER``,
-some narrowed by a context pattern in ``KIND_CONTEXT`` so that boilerplate
-such as "any action to enforce this Agreement" is not litigation) or, failing
-those, a CUAD category (``cuad_kinds()``). A sentence matches a kind when it
-holds one phrase of every phrase group of the kind's signature, matched as
-the reference judge matches phrases (pipeline.grading.criteria: ``normalize()``,
-then the phrase at a word start). One exception: an inventor listing on a
-patent ("Inventors: A, B and C") is a ``missing_ip_assignment`` finding
-although it names no assignment, because what a reviewer must check there is
-that every inventor assigned. Risky sentences of no kind are dropped, unless
-words of the instruction selected them: those come back as kind ``other``.
+risk patterns, ``RISK_PATTERNS``) and states one of the reader's risks
+(pipeline.llm.reader_vocabulary.RISKS, tried in order, each with the wording
+that separates it from boilerplate, so that "any action to enforce this
+Agreement" is no lawsuit) or, failing those, a commercial-contract clause
+(``CLAUSES``). That vocabulary is the reader's own: it never reads the
+judge's rubric phrases (pipeline.grading; tests/test_layering.py forbids the
+import), as a subagent model would not. One exception to the wording: an
+inventor listing on a patent ("Inventors: A, B and C") is a
+``missing_ip_assignment`` finding although it names no assignment, because
+what a reviewer must check there is that every inventor assigned. Risky
+sentences of no kind are dropped, unless words of the instruction selected
+them: those come back as kind ``other``.
 
 A sentence that reports an issue resolved (``RESOLUTIONS``: a clause deleted,
 a consent or waiver given, a loan repaid, a suit dismissed, a permit renewed)
@@ -42,7 +42,7 @@ kind), are reported in document order.
 
 Output: one JSON object per line, per open finding, with keys
 
-- ``kind``: the claim kind (a GENERATED key, a CUAD slug, or ``other``);
+- ``kind``: the risk or clause (a key of ``RISKS`` or ``CLAUSES``, or ``other``);
 - ``issue``: a short label ("Change-of-control termination right");
 - ``path``: the document;
 - ``parties``: names in the sentence (companies, people, agencies, permit
@@ -52,11 +52,11 @@ Output: one JSON object per line, per open finding, with keys
   of the nearest sentence of the same document that states fees, loans,
   principal or rent and names the same party (any, when the finding names
   none): the exposure the clause puts at risk;
-- ``quote``: at most ``QUOTE_WORDS`` words of the sentence: the window that,
-  with the finding's other fields, claims no other kind where it can, and
-  shows the kind's signature;
-- ``summary``: one sentence in the reviewer's words (the kind's signature
-  phrases, the main party);
+- ``quote``: at most ``QUOTE_WORDS`` words of the sentence, marked as a
+  quotation in the note: the window that, with the finding's other fields,
+  states no other risk where it can, and shows the risk's wording;
+- ``summary``: one sentence in the reviewer's words (the reader's own
+  summary of the risk, the main party);
 - ``next_step``: the kind's recommendation, addressed to the main party;
 - ``key``: ``<kind> / <first party>`` (``<kind> / <path>`` when it names no
   party), shared by the finding and the ``Resolved:`` line that settles it;
@@ -75,17 +75,15 @@ refused with ``ContextLimitError``.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import time
 from dataclasses import dataclass, field
 
 from pipeline.config import BackendConfig
-from pipeline.grading.claim_kinds import GENERATED, cuad_kinds
-from pipeline.grading.criteria import normalize
 from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 from pipeline.llm.extractive_parties import PERMIT_ID, TARGET_LINE, parties, target_names
+from pipeline.llm.reader_vocabulary import CLAUSE, CLAUSES, RISK, RISKS, Risk
 from pipeline.rooms.model import count_tokens
 
 NAME = "extractive"
@@ -158,8 +156,8 @@ NEGATED_RE = re.compile(
     r"|\bha(?:s|ve) not received\b|\bhas no obligation\b|\bnon[\s-]?exclusive\b",
     re.IGNORECASE,
 )
-# Legalese holding a CUAD category's words without being that kind of clause.
-CUAD_NOISE = re.compile(
+# Legalese holding a clause's words without being that kind of clause.
+CLAUSE_NOISE = re.compile(
     r"(?:sole and )?exclusive (?:remedy|remedies|jurisdiction|venue|forum|property|owner)\w*|without (?:any )?penalty",
     re.IGNORECASE,
 )
@@ -206,236 +204,46 @@ _GENERIC = set(
     """.split()
 )
 
-# --------------------------------------------------------------------------- claim kinds
-# Generated-room kinds in the order they are tried: a sentence takes the first kind it
-# matches, so kinds whose signature is inside another's come after it (a change-of-control
-# default or payment clause also says "terminat" or "consent"; a lease is an assignment clause).
-KIND_ORDER = [
-    "unreported_breach",
-    "missing_side_letter",
-    "debt_coc_default",
-    "exec_cic_payment",
-    "coc_termination",
-    "lease_landlord_consent",
-    "anti_assignment",
-    "coc_consent",
-    "exclusivity_affiliates",
-    "mfn",
-    "uncapped_indemnity",
-    "missing_ip_assignment",
-    "expired_permit",
-    "tax_assessment",
-    "pending_litigation",
-]
-assert set(KIND_ORDER) == set(GENERATED), "KIND_ORDER must list every claim kind of GENERATED"
-# Kinds whose signature words are everyday contract words: the sentence must also say all of
-# these (so "any action to enforce this Agreement" is no lawsuit, and a representation that
-# "no tax deficiency has been asserted" or a list of "expirations" of waiting periods no finding).
-KIND_CONTEXT: dict[str, list[re.Pattern[str]]] = {
-    k: [re.compile(p, re.IGNORECASE) for p in ps]
-    for k, ps in {
-        "lease_landlord_consent": [r"\b(?:landlord|tenant|lease|premises|sublet)"],
-        "pending_litigation": [
-            r"(?-i:Plaintiff [A-Z]|[A-Z][\w&.-]+ claims (?:that|damages))|\bdemands? judgment|\bsued\b"
-            r"|\bha(?:s|ve) (?:filed|brought|commenced) (?:a |an )?(?:complaint|suit|action|lawsuit)"
-        ],
-        "tax_assessment": [
-            r"\btax",
-            r"\bpropos|\bassessed\b|\bnotice of (?:proposed )?(?:assessment|deficiency)",
-        ],
-        "expired_permit": [
-            r"\bpermit no\b|\bwithout a valid (?:permit|licen[cs]e)"
-            r"|\b(?:permit|licen[cs]e|registration)\b[^;]{0,80}?\b(?:has |have )?(?:expired|lapsed)\b"
-        ],
-        "missing_ip_assignment": [
-            r"\binventors?\s*:|\binventors? (?:named|listed)|\blists? .{0,60}\binventors?\b"
-        ],
-        "exec_cic_payment": [
-            r"\bemploy|\bexecutive\b|\bbonus\b|\bseverance\b|\bequity awards?\b",
-            r"[$\u20ac\u00a3]\s?\d|\btimes\b",  # an amount owed, not a list of plan types
-        ],
-        "exclusivity_affiliates": [
-            r"\bcompet|\bexclusive (?:distribut|supplier|right|licen)|\bexclusively\b"
-        ],
-        # "including, without limitation" is legalese, not an uncapped indemnity
-        "uncapped_indemnity": [
-            r"uncapped|unlimited|\bno cap\b|not (?:be )?subject to any|not capped|no limitation"
-            r"|without (?:any )?(?:cap\b|limit\b|limit (?:on|of|as))"
-        ],
-        "debt_coc_default": [
-            r"\bloans?\b|\bobligations\b|\bborrower\b|\bevent of default\b|\bindebtedness\b|\bcredit\b|\bnotes?\b"
-        ],
-    }.items()
-}
-# Wordings that state a kind without its signature phrases (the signature is what the memo must say).
-KIND_EXTRA: dict[str, re.Pattern[str]] = {
-    k: re.compile(p, re.IGNORECASE)
-    for k, p in {
-        # an inventor listing: what a reviewer checks there is that every inventor assigned
-        "missing_ip_assignment": r"\bpatent|\binvention",
-        # "shall not be subject to any limitation of liability, cap or deductible"
-        "uncapped_indemnity": r"\bindemn\w*.*\bnot (?:be )?subject to any (?:limitation|cap)",
-    }.items()
-}
-
-# kind -> (issue label, summary, next step); {p}: the main party, {ps}: all parties
-TEMPLATES: dict[str, tuple[str, str, str]] = {
-    "coc_termination": (
-        "Change-of-control termination right",
-        "{p} can terminate the agreement on a change of control of the Company.",
-        "Obtain a waiver from {p} before closing.",
-    ),
-    "coc_consent": (
-        "Change-of-control consent requirement",
-        "A change of control of the Company needs the consent of {p}.",
-        "Obtain {p}'s consent before closing.",
-    ),
-    "anti_assignment": (
-        "Anti-assignment clause",
-        "The agreement may not be assigned, even by merger or operation of law, without the approval of {p}.",
-        "Obtain a waiver from {p} for the transaction.",
-    ),
-    "exclusivity_affiliates": (
-        "Exclusivity binding affiliates",
-        "The exclusivity and non-compete covenant in favour of {p} binds the Company's affiliates, "
-        "so it would bind the buyer after closing.",
-        "Negotiate a carve-out for the buyer's group or a waiver from {p}.",
-    ),
-    "mfn": (
-        "Most-favoured-customer pricing (MFN)",
-        "{p} has most-favoured-customer (MFN) pricing: any better price offered to another customer must be "
-        "extended to {p}, with refunds.",
-        "Review prices offered to other customers for MFN exposure, or renegotiate the clause with {p}.",
-    ),
-    "uncapped_indemnity": (
-        "Uncapped indemnity",
-        "The Company's indemnity to {p} is uncapped: no limitation of liability, cap or deductible applies.",
-        "Seek a cap from {p}, or cover the exposure with a specific indemnity or escrow.",
-    ),
-    "debt_coc_default": (
-        "Change-of-control event of default",
-        "A change of control of the Company is an event of default: {p} may declare the loans due and payable.",
-        "Arrange a payoff letter or refinancing at closing, or a waiver from {p}.",
-    ),
-    "pending_litigation": (
-        "Pending litigation",
-        "{p} has a pending lawsuit against the Company.",
-        "Have litigation counsel assess the merits of the claim by {p}; seek a specific indemnity or escrow.",
-    ),
-    "exec_cic_payment": (
-        "Change-in-control payment to an executive",
-        "{p} is owed a single-trigger change-in-control bonus, payable even if employment continues.",
-        "Treat {p}'s payment as a transaction expense in the funds flow and run a 280G analysis.",
-    ),
-    "missing_ip_assignment": (
-        "Patent inventors' assignments",
-        "The patent lists {ps} as inventors; each must have assigned the invention to the Company.",
-        "Check the employment files and obtain a confirmatory assignment from each inventor before closing.",
-    ),
-    "lease_landlord_consent": (
-        "Landlord consent to transfer",
-        "As landlord, {p} must consent to a transfer of a controlling interest in the Company, the tenant.",
-        "Obtain {p}'s consent or an estoppel certificate before closing.",
-    ),
-    "expired_permit": (
-        "Expired permit",
-        "{p} has expired and the facility operates without a valid permit, exposing the Company to penalties.",
-        "Renew {p} before closing, or make its renewal a closing condition.",
-    ),
-    "unreported_breach": (
-        "Unreported data breach",
-        "Customer data hosted by {p} was exfiltrated{records}, and no notice has been given to individuals "
-        "or regulators.",
-        "Have privacy counsel assess the duty to notify regulators; seek a specific indemnity for the incident at {p}.",
-    ),
-    "missing_side_letter": (
-        "Side letter outside the contract",
-        "The board ratified a side letter with {p} granting a rebate and a right of first refusal.",
-        "Request a copy of the side letter with {p} and check it against {p}'s customer agreement.",
-    ),
-    "tax_assessment": (
-        "Proposed tax assessment",
-        "{p} proposes a tax assessment against the Company.",
-        "Seek a tax indemnity or escrow for the assessment proposed by {p}.",
-    ),
-    "other": ("Answer to the request", "", ""),
-}
-assert set(KIND_ORDER) <= set(TEMPLATES)
-# who {p} is when the sentence names no party
-_NO_PARTY = {
-    "exec_cic_payment": "the executive",
-    "tax_assessment": "the tax authority",
-    "expired_permit": "the permit",
-    "missing_ip_assignment": "the inventors",
-    "lease_landlord_consent": "the landlord",
-}
-_AMENDED = " The right was added by amendment."
+# --------------------------------------------------------------------------- risks
+# The reader's own vocabulary (pipeline.llm.reader_vocabulary), tried in its order: a sentence takes
+# the first risk it states, so a change-of-control default is not read as a termination right.
+KIND_ORDER = [r.key for r in RISKS]
+_AMENDED = " An amendment added the right."
 
 
-@functools.lru_cache(maxsize=4096)
-def _phrase_re(phrase: str) -> re.Pattern[str]:
-    p = normalize(phrase).strip()
-    return re.compile((r"(?<!\w)" if p[:1].isalnum() else "") + re.escape(p))
-
-
-def holds(norm: str, phrase: str) -> bool:
-    """``phrase`` in normalized text, at a word start (pipeline.grading.criteria's phrase matching)."""
-    return bool(_phrase_re(phrase).search(norm))
-
-
-def matches(norm: str, groups: list[list[str]]) -> bool:
-    """One phrase of every group in normalized text."""
-    return all(any(holds(norm, p) for p in g) for g in groups)
-
-
-@functools.cache
-def _cuad() -> tuple[dict[str, list[list[str]]], dict[str, str]]:
-    """CUAD slug -> signature, and slug -> the label a reviewer writes (one of its synonyms)."""
-    from pipeline.rooms.cuad import CATEGORIES_CUAD
-
-    kinds = cuad_kinds()
-    labels = {
-        c.slug: c.label if any(holds(normalize(c.label), s) for s in c.synonyms) else c.synonyms[0]
-        for c in CATEGORIES_CUAD
-    }
-    return kinds, labels
+def _states(sentence: str, risk: Risk) -> bool:
+    """The sentence states ``risk``: its context, then its own wording or every one of its signs."""
+    if not all(rx.search(sentence) for rx in risk.context):
+        return False
+    if risk.alone is not None and risk.alone.search(sentence):
+        return True
+    return all(rx.search(sentence) for rx in risk.signs)
 
 
 def claimed_kinds(text: str) -> set[str]:
-    """The generated-room kinds whose signature ``text`` holds."""
-    norm = normalize(text)
-    return {k for k, groups in GENERATED.items() if matches(norm, groups)}
+    """The reader's risks that ``text`` states (what a note about one risk must not also say)."""
+    return {r.key for r in RISKS if _states(text, r)}
 
 
 def resolution(sentence: str) -> tuple[str, str] | None:
-    """(the generated-room kind, how) when the sentence reports an issue of that kind resolved."""
+    """(the risk, how) when the sentence reports a risk resolved."""
     for rx, kind, how in RESOLUTIONS:
         if rx.search(sentence):
-            norm = normalize(sentence)
-            kind = kind or next((k for k in KIND_ORDER if matches(norm, GENERATED[k])), None)
+            kind = kind or next((r.key for r in RISKS if all(s.search(sentence) for s in r.signs)), None)
             return (kind, how) if kind else None
     return None
 
 
 def kind_of(sentence: str) -> str | None:
-    """The claim kind a sentence states as an open issue (see the module docstring), or None."""
+    """The risk (or, failing one, the clause) a sentence states as open (see the module docstring), or None."""
     if any(rx.search(sentence) for rx, _, _ in RESOLUTIONS):
         return None
-    norm = normalize(sentence)
-    for kind in KIND_ORDER if not NEGATED_RE.search(sentence) else ():
-        if not all(rx.search(sentence) for rx in KIND_CONTEXT.get(kind, ())):
-            continue
-        extra = KIND_EXTRA.get(kind)
-        if extra is not None and extra.search(sentence):
-            return kind
-        if matches(norm, GENERATED[kind]):
-            return kind
-    kinds, _ = _cuad()
-    norm = normalize(CUAD_NOISE.sub(" ", sentence))
-    for slug, groups in kinds.items():
-        if matches(norm, groups):
-            return slug
-    return None
+    if not NEGATED_RE.search(sentence):
+        for risk in RISKS:
+            if _states(sentence, risk):
+                return risk.key
+    plain = CLAUSE_NOISE.sub(" ", sentence)
+    return next((c.key for c in CLAUSES if c.pattern.search(plain)), None)
 
 
 # --------------------------------------------------------------------------- amounts, quote
@@ -448,51 +256,28 @@ def amounts(sentence: str) -> list[str]:
     return list(dict.fromkeys(m.group(0).strip().rstrip(",.") for m in AMOUNT_RE.finditer(sentence)))
 
 
-def _spans(words: list[str], phrases: set[str]) -> dict[str, list[tuple[int, int]]]:
-    """phrase -> (first word, last word) of each place it occurs in ``words`` (as ``holds`` matches)."""
-    parts = [normalize(w) for w in words]
-    norm = " ".join(parts)
-    owner: list[int] = []  # character -> index of its word
-    for i, part in enumerate(parts):
-        owner += [i] * (len(part) + 1)
-    out: dict[str, list[tuple[int, int]]] = {}
-    for phrase in phrases:
-        if normalize(phrase).strip() in norm:
-            spans = [(owner[m.start()], owner[m.end() - 1]) for m in _phrase_re(phrase).finditer(norm)]
-            if spans:
-                out[phrase] = spans
-    return out
-
-
-@functools.cache
-def _generated_phrases() -> frozenset[str]:
-    return frozenset(p for groups in GENERATED.values() for g in groups for p in g)
+def _signs(kind: str) -> tuple[re.Pattern[str], ...]:
+    if kind in RISK:
+        return RISK[kind].signs
+    return (CLAUSE[kind].pattern,) if kind in CLAUSE else ()
 
 
 def quote(sentence: str, kind: str, rest: str = "", n_words: int = QUOTE_WORDS) -> str:
     """At most ``n_words`` words of the sentence, marked "..." where cut.
 
     Of the windows of ``n_words``, 20 and 15 words, the one that, with ``rest``
-    (the finding's other text), claims the fewest kinds other than ``kind``,
-    then shows most of the kind's signature groups, then is longest and earliest.
+    (the finding's other text), states the fewest risks other than ``kind``,
+    then shows most of the kind's signs, then is longest and earliest: the
+    quote backs the note up without suggesting another finding.
     """
     words = _ENUM.sub("", sentence).split()
-    groups = GENERATED.get(kind) or _cuad()[0].get(kind) or []
-    phrases = _generated_phrases() | {p for g in groups for p in g}
-    spans = _spans(words, phrases)
-    rest_norm = normalize(rest)
-    in_rest = {p for p in _generated_phrases() if holds(rest_norm, p)}
-    others = [groups_ for k, groups_ in GENERATED.items() if k != kind]
-
-    def present(phrase: str, i: int, j: int) -> bool:
-        return any(i <= a and b < j for a, b in spans.get(phrase, ()))
-
+    signs = _signs(kind)
     best: tuple | None = None
     for size in sorted({min(len(words), n) for n in (n_words, 20, 15)}, reverse=True):
         for i in range(len(words) - size + 1):
-            j = i + size
-            shown = sum(any(present(p, i, j) for p in g) for g in groups)
-            extra = sum(all(any(p in in_rest or present(p, i, j) for p in g) for g in gs) for gs in others)
+            window = " ".join(words[i : i + size])
+            shown = sum(1 for rx in signs if rx.search(window))
+            extra = len(claimed_kinds(window + " " + rest) - {kind})
             key = (extra, -shown, -size, i)
             if best is None or key < best[0]:
                 best = (key, i, size)
@@ -617,16 +402,20 @@ class Finding:
 
 
 def _texts(kind: str, who: list[str], sentence: str) -> tuple[str, str, str]:
-    """(issue, summary, next step) of a finding."""
-    if kind in TEMPLATES:
-        issue, summary, step = TEMPLATES[kind]
-    else:  # a CUAD category
-        label = _cuad()[1][kind]
-        issue = f"{label[:1].upper()}{label[1:]} clause"
-        article = "an" if label[:1].lower() in "aeiou" else "a"
-        summary = f"The agreement with {{p}} contains {article} {label} provision."
-        step = f"Review the {label} provision with {{p}} and address it in the deal terms."
-    p = who[0] if who else _NO_PARTY.get(kind, "the counterparty")
+    """(issue, summary, next step) of a finding, in the reader's words (pipeline.llm.reader_vocabulary)."""
+    if kind == "other":
+        return "Answer to the request", "", ""
+    if kind in RISK:
+        risk = RISK[kind]
+        issue, summary, step, nobody = risk.label, risk.summary, risk.next_step, risk.nobody
+    else:  # a commercial-contract clause
+        clause = CLAUSE[kind]
+        issue = f"{clause.label[:1].upper()}{clause.label[1:]} clause"
+        summary = f"Under its {clause.label} clause, {clause.meaning}."
+        step = "Check how the {label} clause affects the deal and cover it in the purchase agreement."
+        step = step.format(label=clause.label)
+        nobody = "the counterparty"
+    p = who[0] if who else nobody
     if kind == "expired_permit":
         pid = next((w for w in who if PERMIT_ID.fullmatch(w)), None)
         p = f"Permit {pid}" if pid else "the permit"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.grading.criteria import normalize
+from pipeline.llm.reader_vocabulary import fold
 
 # A ``Target: <name>`` line of the instruction names the target company.
 TARGET_LINE = re.compile(r"^\s*target\s*:\s*(?P<name>.+?)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -100,10 +100,10 @@ def parties(sentence: str, exclude: tuple[str, ...] = ()) -> list[str]:
             run = []
     found += _finish(run)
     found += PERMIT_ID.findall(sentence)
-    skip = [normalize(x) for x in exclude if x]
+    skip = [fold(x) for x in exclude if x]
     out: list[str] = []
     for name in found:
-        n = normalize(name)
+        n = fold(name)
         if any(n == s or s.startswith(n + " ") or n.startswith(s + " ") for s in skip):
             continue
         if name not in out:

@@ -143,6 +143,10 @@ class OpenAIBackend:
             body["stop"] = list(params.stop)
         if params.seed is not None and self.cfg.send_seed:
             body["seed"] = params.seed
+        # Structured outputs (the LLM judge's JudgeParams): OpenAI's field, honoured by vLLM and SGLang.
+        response_format = getattr(params, "response_format", None)
+        if response_format:
+            body["response_format"] = response_format
         return body
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:

@@ -1,8 +1,10 @@
 """Report section: the known-answer memos beside base and SFT, on the same held-out rooms.
 
-A reader sees where an empty memo, a pasted room or a claim-everything memo
-would land on the scale the policies are scored on, so "SFT 0.4" has a
-meaning: above every degenerate memo, below the oracle.
+A reader sees where an empty memo, a pasted room, a claim-everything memo and
+the adversarial memos an optimiser would find (near copies, claim stuffing,
+wrong citations, repetition) would land on the scale the policies are scored
+on, so "SFT 0.4" has a meaning: above every degenerate memo, below the oracle
+and an honest paraphrase of it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pipeline.report.formatting import pct
 from pipeline.report.render import Section, Table
 from pipeline.rooms import store
 
+SEED = 0  # the adversarial memos' seed: the same memos in every report
+
 
 def known_answers_section(
     con: duckdb.DuckDBPyConnection, labels: dict[str, str], eval_rows: list[dict]
@@ -29,7 +33,7 @@ def known_answers_section(
         return s
     by_memo: dict[str, list[dict]] = defaultdict(list)
     for name in rooms:
-        for row in check_room(store.load_room(con, name, with_text=True)):
+        for row in check_room(store.load_room(con, name, with_text=True), seed=SEED):
             by_memo[row["memo"]].append(row)
     table = Table(["memo", "rooms", "headline", "recall", "precision", "bar"], [])
 
@@ -70,7 +74,11 @@ def known_answers_section(
     s.blocks.append(
         f"Reference judge, grader version {GRADER_VERSION}: headline = F1 of recall (non-trap criteria passed) "
         "and precision (claims the room supports, above chance). Policies are averaged over their held-out "
-        "trajectories; each known-answer memo is graded once per held-out room."
+        "trajectories; each known-answer memo is graded once per held-out room. The adversarial memos are "
+        "what an optimiser would try (near_copy: the room pasted with small edits; claim_stuffing: the "
+        "oracle plus random claims to the reading budget; wrong_citation: the oracle cited to the wrong "
+        f"documents; repetition: one true finding repeated), drawn with seed {SEED}, beside an honest "
+        "control (paraphrase: the oracle's findings in a reviewer's words)."
     )
     s.blocks.append(table)
     return s

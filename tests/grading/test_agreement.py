@@ -5,7 +5,7 @@ from datetime import datetime
 import pytest
 
 from pipeline import db
-from pipeline.grading.agreement import agreement_report
+from pipeline.grading.agreement import agreement_report, agreement_rows
 from pipeline.stats import cohen_kappa
 
 
@@ -122,3 +122,35 @@ def test_agreement_per_kind(con):
 
 def test_agreement_empty_warehouse(tmp_path):
     assert agreement_report(db.connect(tmp_path / "empty.duckdb")) == []
+
+
+def test_agreement_rows_in_memory_match_the_sql_report(con):
+    pairs = [
+        ("identify", True, True),
+        ("identify", True, False),
+        ("identify", False, False),
+        ("identify", False, False),
+        ("cite", True, True),
+        ("cite", True, True),
+        ("cite", True, None),
+    ]
+    rows = agreement_rows(pairs)
+    assert [r["kind"] for r in rows] == ["cite", "identify", "all"]
+    sql = {r["kind"]: r for r in agreement_report(con)}
+    for row in rows:
+        expected = {k: v for k, v in sql[row["kind"]].items() if k != "llm_judge"}
+        assert row.keys() == expected.keys()
+        for key, value in row.items():
+            assert value == (pytest.approx(expected[key]) if isinstance(value, float) else expected[key]), key
+    assert agreement_rows([]) == []
+    only_ungraded = agreement_rows([("trap", None, True)])
+    assert only_ungraded[-1] == {
+        "kind": "all",
+        "n": 0,
+        "n_ungraded": 1,
+        "agreement": None,
+        "reference_pass_rate": None,
+        "llm_pass_rate": None,
+        "chance_agreement": None,
+        "kappa": None,
+    }

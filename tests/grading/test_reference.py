@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.grading import claim_kinds
 from pipeline.grading.criteria import normalize
-from pipeline.grading.known_answers import BARS, check_room, evidence_memo, expert_label_memo
+from pipeline.grading.known_answers import ADVERSARIAL, BARS, check_room, evidence_memo, expert_label_memo
 from pipeline.grading.memo_text import RoomIndex, claims_signature, cut_to_budget, strip_quotation
 from pipeline.grading.reference import ReferenceGrader, default_budget, headline
 from pipeline.rooms.model import Amount, Criterion, Document, Room
@@ -15,9 +15,9 @@ CORPUS = corpus_dir()  # ../shared/data beside the project, or RLM_DATA_DIR
 
 
 def _assert_bars(rows: list[dict]) -> None:
-    bad = [(r["room"], r["memo"], r["headline"], r["bar"]) for r in rows if not r["ok"]]
+    bad = [(r["room"], r["memo"], r["headline"], r["bar"], r["seed"]) for r in rows if not r["ok"]]
     assert not bad, bad
-    assert {r["memo"] for r in rows} >= {"empty", "oracle", "dump", "dump_phrases", "claim_all"}
+    assert {r["memo"] for r in rows} >= {"empty", "oracle", "dump", "dump_phrases", "claim_all", *ADVERSARIAL}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -28,7 +28,7 @@ def test_known_answer_bars_on_generated_rooms_of_20_documents(seed):
     by = {r["memo"]: r for r in rows}
     # the degenerate memos fail for the reasons the grader is built on
     assert by["claim_all"]["false_claims"] > 10 and by["claim_all"]["precision"] < 0.1  # precision sinks it
-    assert by["dump_phrases"]["false_claims"] > 0
+    assert by["dump_phrases"]["recall"] == 0  # the pasted room, risk list and all, is read as a paste
     assert by["oracle"]["false_claims"] == 0 and by["oracle"]["claims"] > 0
 
 
@@ -206,7 +206,8 @@ def test_grader_check_command_prints_the_table_and_gates(tmp_path, capsys, monke
     assert main(["--recipe", "tiny", "grader-check", *run]) == 0
     out, err = capsys.readouterr()
     assert "claim_all" in out and "dump_phrases" in out and "oracle" in out
-    assert "10 of 10 known-answer rows within their bars" in err
+    assert "20 of 20 known-answer rows within their bars" in err
+    assert "near_copy" in out and "paraphrase" in out
     # a bar the oracle cannot meet fails the command, naming the row
     monkeypatch.setitem(known_answers.BARS, "oracle", (1.01, 1.02))
     assert main(["--recipe", "tiny", "grader-check", *run]) == 1

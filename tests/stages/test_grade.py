@@ -9,6 +9,7 @@ import pytest
 
 from pipeline import db
 from pipeline.config import load_config
+from pipeline.grading.reference import GRADER_VERSION
 from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
 from pipeline.trace_store import TraceWriter, trajectory_id
@@ -160,14 +161,17 @@ def test_regrade_keeps_old_versions_and_views_read_the_newest(tmp_path):
     by_version = dict(
         con.execute("select grader_version, count(*) from grades group by 1 order by 1").fetchall()
     )
-    assert by_version == {1: len(room.criteria), 2: len(room.criteria)}  # the old rows stay
+    assert by_version == {1: len(room.criteria), GRADER_VERSION: len(room.criteria)}  # the old rows stay
     score, version, criteria_rate = con.execute(
         "select score, grader_version, criteria_pass_rate from trajectory_scores"
     ).fetchone()
-    assert (score, version) == (1.0, 2) and criteria_rate == 1.0  # the oracle memo, graded by v2 only
+    assert (score, version) == (
+        1.0,
+        GRADER_VERSION,
+    ) and criteria_rate == 1.0  # the oracle, current grader only
     kinds = dict(con.execute("select kind, pass_rate from pass_rate_by_kind").fetchall())
     assert kinds and all(v == 1.0 for v in kinds.values())  # v1's failures are not mixed in
-    assert con.execute("select grader_versions from policy_summary").fetchone()[0] == "2"
+    assert con.execute("select grader_versions from policy_summary").fetchone()[0] == str(GRADER_VERSION)
     con.close()
     # nothing left: a second regrade grades nothing
     assert grade.run(load_config("tiny", [*base, "grade.regrade=true"]))["graded_reference"] == 0
@@ -176,6 +180,7 @@ def test_regrade_keeps_old_versions_and_views_read_the_newest(tmp_path):
 def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
     """A gullible scripted judge passes everything it is shown; pasted source never reaches it."""
     from pipeline.grading.known_answers import known_memos
+    from pipeline.grading.llm_judge import memo_quotes
     from tests.doubles import SCRIPTS
 
     shown: list[str] = []
@@ -185,8 +190,10 @@ def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
         memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
         shown.append(memo)
         n = int(re.search(r'ids "1" to "(\d+)"', user).group(1))
+        quotes = memo_quotes(memo) or [""]  # a pass must quote the memo it was shown
         verdicts = [
-            {"id": str(i), "pass": bool(memo.strip()), "reason": "looks fine"} for i in range(1, n + 1)
+            {"id": str(i), "quote": quotes[0], "pass": bool(memo.strip()), "reason": "looks fine"}
+            for i in range(1, n + 1)
         ]
         return json.dumps({"verdicts": verdicts})
 

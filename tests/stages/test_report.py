@@ -235,9 +235,12 @@ def test_report_files_and_numbers(built):
     assert "| share of subagent findings carried into the memo | 40.0% | 70.0% |" in md
     # Known-answer memos on the same held-out rooms, beside the policies and with the grader version.
     known = md.split("## Known-answer memos", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"\| policy: SFT \| 3 \| [\d.]+% \| [\d.]+% \| 100\.0% \| grader v2 \|", known)
+    assert re.search(
+        r"\| policy: SFT \| 3 \| [\d.]+% \| [\d.]+% \| 100\.0% \| grader v" + str(GRADER_VERSION) + r" \|",
+        known,
+    )
     assert re.search(r"\| empty \| 3 \| 0\.0% \|", known)
-    assert "| claim_all | 3 |" in known and "grader version 2" in known
+    assert "| claim_all | 3 |" in known and f"grader version {GRADER_VERSION}" in known
     # Funnel: every training sample enters; overall row first.
     assert f"| all rooms | {facts['n_train']} | " in md
     # Trajectory table from the view: 12 train + 6 + 6 eval trajectories.
