@@ -157,16 +157,22 @@ def test_the_filter_ranks_by_the_judge_it_is_told_to_read(tmp_path, capsys):
     con = db.connect(cfg.run.db_path)
     # the LLM judge disagrees with the reference judge on both graded trajectories
     db.write_many(
-        con, {"memo_scores": [memo_score_row(_id(0), 0.0, judge=judge), memo_score_row(_id(1), 1.0, judge=judge)]}
+        con,
+        {"memo_scores": [memo_score_row(_id(0), 0.0, judge=judge), memo_score_row(_id(1), 1.0, judge=judge)]},
     )
     con.close()
-    assert filter_stage.run(cfg)["reasons"] == {"accepted": 2, "score": 1}  # the reference judge reads all three
+    assert filter_stage.run(cfg)["reasons"] == {
+        "accepted": 2,
+        "score": 1,
+    }  # the reference judge reads all three
     cfg.filter.judge = "llm"
     counts = filter_stage.run(cfg)
     assert counts["reasons"] == {"accepted": 1, "score": 1}
     con = db.connect(cfg.run.db_path)
     sel = counts["selection_id"]
-    rows = con.execute("select trajectory_id, reason from selections where selection_id = ?", [sel]).fetchall()
+    rows = con.execute(
+        "select trajectory_id, reason from selections where selection_id = ?", [sel]
+    ).fetchall()
     con.close()
     assert _named(rows, specs) == {"t-ref-good": "score", "t-ref-bad": "accepted"}
 
