@@ -20,18 +20,13 @@ from tests.grading.test_agreement import _trajectory
 
 
 def _memo_judge(messages) -> str:
-    """Passes every criterion of a memo that has text (quoting its first words), fails the rest."""
+    """Passes every criterion of a memo that has text (resting on its first sentence), fails the rest."""
     user = messages[-1]["content"]
     memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0].strip()
     n = len(re.findall(r"^\[\d+\] ", user, flags=re.MULTILINE))
-    quote = " ".join(memo.split()[:4])
+    has_text = len(memo.split()) >= 4
     return json.dumps(
-        {
-            "verdicts": [
-                {"id": str(i), "quote": quote, "reason": "x", "pass": len(memo.split()) >= 4}
-                for i in range(1, n + 1)
-            ]
-        }
+        {"verdicts": [{"id": str(i), "sentence": int(has_text), "pass": has_text} for i in range(1, n + 1)]}
     )
 
 

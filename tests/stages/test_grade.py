@@ -189,11 +189,10 @@ def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
         memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
         shown.append(memo)
         n = int(re.search(r'ids "1" to "(\d+)"', user).group(1))
-        # a pass must quote the memo it was shown (judge version 2): the first line of it will do
-        quote = memo.strip().split("\n", 1)[0]
+        # a pass must name a sentence of the memo it was shown (judge version 3): the first will do
+        shown_any = bool(memo.strip())
         verdicts = [
-            {"id": str(i), "quote": quote, "pass": bool(memo.strip()), "reason": "looks fine"}
-            for i in range(1, n + 1)
+            {"id": str(i), "sentence": int(shown_any), "pass": shown_any} for i in range(1, n + 1)
         ]
         return json.dumps({"verdicts": verdicts})
 
