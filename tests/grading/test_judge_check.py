@@ -77,6 +77,25 @@ def test_judge_check_prints_known_answers_and_agreement(warehouse):
     ):
         assert column in out
     assert re.search(r"\d+ criteria judged in [\d.]+ s \([\d.]+ criteria/s\); \d+ \(100\.0%\)", err), err
+    check_id = re.search(r"recorded as (judge-check-\S+)", err).group(1)
+
+    # the agreement table is in the warehouse, and the report's judge section shows the newest check
+    from pipeline.grading.judge_check import latest_check
+    from pipeline.report import sections
+
+    con = db.connect(warehouse / "pipeline.duckdb", read_only=True)
+    try:
+        rows = latest_check(con)
+    finally:
+        con.close()
+    assert rows and {r["check_id"] for r in rows} == {check_id}
+    every = next(r for r in rows if r["memos"] == "all" and r["kind"] == "all")
+    assert every["valid"] == every["criteria"] == every["n"] and every["judge"] == "llm:judge-check-double"
+    printed = [line for line in out.splitlines() if line.startswith("│ llm:judge-check-double")]
+    assert len(printed) == len(rows)  # every printed agreement row was recorded
+    section = sections.agreement_section([], rows)
+    assert section.title == "Judge agreement" and check_id in section.blocks[0].caption
+    assert sections.agreement_section([], []) is None
 
 
 def test_check_rows(warehouse):
