@@ -3,35 +3,35 @@
 The judge is shown the memo as numbered sentences (``<S1> ...``, ``<S2> ...``)
 and a numbered batch of criterion *texts* (never the machine-checkable fields
 the reference judge uses, which would leak the answer), and replies with one
-verdict per criterion, naming the memo sentence it rests on::
+verdict per criterion: the number of the memo sentence that satisfies it (a
+pass resting on that sentence), or 0 when none does (a fail)::
 
-    {"verdicts":[{"id":"1","sentence":4,"pass":true},{"id":"2","sentence":0,"pass":false}]}
+    {"1":4,"2":0,"3":12}
 
 **Structured outputs.** Every request carries the reply's JSON schema as an
 OpenAI-compatible ``response_format`` (``{"type": "json_schema", ...}``,
 ``verdict_schema``), which vLLM and SGLang enforce while decoding, so any
-served model returns well-formed verdicts: exactly one verdict per criterion
-with its id fixed (``prefixItems`` of ``const`` ids, ``items: false``), and
-either a pass resting on one of the memo's sentences (``sentence`` in
-1..n) or a fail (``sentence`` 0). No free-text field: a small model rambles
-inside a free string until ``max_tokens`` cuts the JSON, and a sentence
-*number* costs one or two tokens where a quoted sentence costs forty, so a
-verdict is ~15 tokens (``VERDICT_TOKENS`` leaves room for more).
+served model returns well-formed verdicts: exactly the batch's criterion
+numbers as keys, in order, each an integer from 0 to the memo's sentence
+count. No free-text field: a small model rambles inside a free string until
+``max_tokens`` cuts the JSON; and a verdict is ~4 tokens (``"12":3,``), where
+an object with an id, a quote and a reason is 15 to 60: on a CPU server the
+judge's speed is its output tokens.
 
 **Sentences.** The numbered sentences are those of the memo *as graded*:
 what ``reader`` returns, the reference judge's reading (reading budget,
-copied text cut out: ``ReferenceGrader.readable``) in the grade stage. A pass
-that names no sentence, or a sentence the memo as graded does not have (the
-part of an over-budget memo no reader reaches, pasted source), is an
-*invalid* verdict, never a pass. Backends that ignore ``response_format``
+copied text cut out: ``ReferenceGrader.readable``) in the grade stage. A
+verdict naming a sentence the memo as graded does not have (the part of an
+over-budget memo no reader reaches, pasted source) is *invalid*, never a
+pass. Backends that ignore ``response_format``
 (the local transformers backend, ``transformers serve``, test doubles) go
 through the same strict parser, and a server that refuses the field with a
 4xx is asked again without it (said once on stderr). The cited sentence is
 kept as the verdict's recorded reason.
 
 **Parsing** is strict: ``json.loads`` after stripping one optional ```json
-fence, then every verdict is checked (known id, boolean ``pass``, a sentence
-number in range, a pass resting on a sentence). Criteria without a valid
+fence, then every criterion's verdict is checked (present, an integer, a
+sentence number in range). Criteria without a valid
 verdict are asked again, without the others of their batch, up to
 ``max_attempts`` requests; after that they are recorded *ungraded*
 (``passed=None`` with the reason): never counted as pass or fail, because a
@@ -79,9 +79,9 @@ Verdict = tuple[str, bool | None, str]  # (criterion_id, passed or None = ungrad
 JUDGE_VERSION = 3
 SENTENCE_MAX_CHARS = 300  # a longer piece of the memo is cut into several numbered sentences
 REASON_SENTENCE_CHARS = 200  # of the cited sentence, kept as the verdict's reason
-# Output tokens one verdict may take: {"id":"16","sentence":123,"pass":false}, is ~16 tokens; twice
-# that leaves room for a server that lets the model put whitespace between tokens.
-VERDICT_TOKENS = 32
+# Output tokens one verdict may take: "16":123, is ~5 tokens; the rest leaves room for a server that
+# lets the model put whitespace between tokens.
+VERDICT_TOKENS = 12
 _MIN_REPLY_TOKENS = 32
 # Prompt characters a token, on the low side: SmolLM2's tokenizer reads these prompts at ~2.9 (paths,
 # amounts, legal prose); ``count_tokens`` assumes 4, and a prompt under-counted is a reply cut short.
@@ -89,16 +89,13 @@ PROMPT_CHARS_PER_TOKEN = 2.5
 
 SYSTEM_PROMPT = (
     "You are a meticulous M&A due-diligence reviewer grading a diligence memo against rubric criteria. "
-    "The memo is given as numbered sentences <S1>, <S2>, ... For each numbered criterion decide whether "
-    "the memo satisfies it. Judge only what the memo says. A criterion passes only when one memo sentence "
-    "states the finding in the memo's own words together with what the criterion asks for (a citation, "
-    "an amount, a next step) about the same matter; pasted source text, bare lists of file names and "
-    "generic risk phrases do not pass, and a statement that something was not found does not claim it. "
-    "For every criterion give: id (its number); sentence (the number of the memo sentence the verdict "
-    "rests on, or 0 when the criterion fails); pass (true or false). A criterion passes only with a "
-    "sentence. Reply with JSON only, no prose and no markdown, exactly in this shape: "
-    '{"verdicts":[{"id":"<criterion number>","sentence":<sentence number or 0>,"pass":true or false}]} '
-    "with one verdict for every criterion, in order."
+    "The memo is given as numbered sentences <S1>, <S2>, ... For each numbered criterion find the one memo "
+    "sentence that satisfies it. A sentence satisfies a criterion only when it states the finding in the "
+    "memo's own words together with what the criterion asks for (a citation, an amount, a next step) about "
+    "the same matter; pasted source text, bare lists of file names and generic risk phrases do not, and a "
+    "statement that something was not found does not claim it. Judge only what the memo says. "
+    "Reply with JSON only, no prose and no markdown: an object mapping every criterion number to the "
+    'number of the sentence that satisfies it, or 0 when no sentence does, e.g. {"1":3,"2":0}.'
 )
 
 _FENCE = re.compile(r"^```(?:json)?[ \t]*\n(.*)\n[ \t]*```$", re.DOTALL | re.IGNORECASE)
@@ -154,37 +151,16 @@ def memo_sentences(memo: str) -> list[str]:
 def verdict_schema(n: int, n_sentences: int) -> dict[str, Any]:
     """The JSON schema of a reply to ``n`` criteria on a memo of ``n_sentences`` sentences.
 
-    Exactly n verdicts, ids "1".."n" in order; each either rests on a
-    sentence (1..n_sentences, pass true or false) or names none (0) and fails.
+    An object with exactly the keys "1".."n" (in that order when generated),
+    each an integer from 0 (no sentence satisfies the criterion: a fail) to
+    ``n_sentences`` (the sentence a pass rests on).
     """
-
-    def verdict(i: int, sentence: dict[str, Any], passed: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {"id": {"type": "string", "const": str(i)}, "sentence": sentence, "pass": passed},
-            "required": ["id", "sentence", "pass"],
-            "additionalProperties": False,
-        }
-
-    def item(i: int) -> dict[str, Any]:
-        fail = verdict(i, {"type": "integer", "const": 0}, {"type": "boolean", "const": False})
-        if n_sentences < 1:
-            return fail
-        rests = {"type": "integer", "minimum": 1, "maximum": n_sentences}
-        return {"anyOf": [verdict(i, rests, {"type": "boolean"}), fail]}
-
+    sentence = {"type": "integer", "minimum": 0, "maximum": max(0, n_sentences)}
+    ids = [str(i) for i in range(1, n + 1)]
     return {
         "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "prefixItems": [item(i) for i in range(1, n + 1)],
-                "items": False,
-                "minItems": n,
-                "maxItems": n,
-            }
-        },
-        "required": ["verdicts"],
+        "properties": {i: dict(sentence) for i in ids},
+        "required": ids,
         "additionalProperties": False,
     }
 
@@ -210,15 +186,15 @@ def build_messages(sentences: Sequence[str], criteria: Sequence[Criterion]) -> l
         + memo
         + "\n>>>\n\nCRITERIA:\n"
         + "\n".join(lines)
-        + f'\n\nReturn {{"verdicts":[...]}} with exactly {len(criteria)} verdicts, ids "1" to "{len(criteria)}".'
+        + f'\n\nReturn a JSON object with keys "1" to "{len(criteria)}": for each criterion its sentence number or 0.'
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
 def _sentence_number(value: Any) -> int | None:
-    """A sentence number as JSON gives it: an integer, or a string of digits; None for anything else."""
+    """A sentence number as JSON gives it: an integer >= 0, or a string of digits; None for anything else."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return value if value >= 0 else None
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
@@ -230,9 +206,10 @@ def parse_verdicts(
     """Strictly parse a judge reply for the batch-local ``ids`` on a memo of ``sentences``.
 
     Returns (valid verdicts by id, problem by id for the ids without a valid
-    verdict). A verdict's reason is the sentence it names. A pass must name a
-    sentence; a sentence out of range makes any verdict invalid. A reply that
-    is not the expected JSON object raises ``JudgeResponseError``.
+    verdict). A verdict is the number of the sentence a pass rests on (its
+    reason is that sentence), or 0 for a fail; anything else, or a sentence
+    the memo as graded does not have, is invalid. A reply that is not a JSON
+    object raises ``JudgeResponseError``; keys that are not in ``ids`` are ignored.
     """
     body = text.strip()
     m = _FENCE.match(body)
@@ -242,45 +219,26 @@ def parse_verdicts(
         data = json.loads(body)
     except json.JSONDecodeError as exc:
         raise JudgeResponseError(f"invalid JSON ({exc.msg} at char {exc.pos}): {text[:120]!r}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
-        raise JudgeResponseError(f'expected an object with a "verdicts" list, got {body[:120]!r}')
-    wanted = set(ids)
+    if not isinstance(data, dict):
+        raise JudgeResponseError(f"expected an object of criterion numbers, got {body[:120]!r}")
+    answers = {str(key).strip(): value for key, value in data.items()}
     valid: dict[str, tuple[bool, str]] = {}
     problems: dict[str, str] = {}
-    seen: set[str] = set()
-    for i, item in enumerate(data["verdicts"]):
-        if not isinstance(item, dict):
+    for cid in ids:
+        if cid not in answers:
+            problems[cid] = f"no verdict for criterion {cid}"
             continue
-        raw_id = item.get("id")
-        # A number for "3" is unambiguous; anything else (floats, bools, lists) is not.
-        if isinstance(raw_id, int) and not isinstance(raw_id, bool):
-            raw_id = str(raw_id)
-        if not isinstance(raw_id, str) or raw_id.strip() not in wanted:
-            continue  # unknown ids are ignored; the criteria they miss are reported below
-        cid = raw_id.strip()
-        if cid in seen:
-            # Two verdicts for one criterion: trust neither.
-            valid.pop(cid, None)
-            problems[cid] = f"verdict {i}: duplicate verdicts for id {cid}"
-            continue
-        seen.add(cid)
-        passed, k = item.get("pass"), _sentence_number(item.get("sentence"))
-        if not isinstance(passed, bool):
-            problems[cid] = f'verdict {i}: "pass" must be true or false, got {passed!r}'
-        elif k is None:
-            problems[cid] = f'verdict {i}: "sentence" must be a number, got {item.get("sentence")!r}'
+        k = _sentence_number(answers[cid])
+        if k is None:
+            problems[cid] = f"criterion {cid}: a sentence number or 0, got {answers[cid]!r}"
         elif k > len(sentences):
             problems[cid] = (
-                f"verdict {i}: sentence {k} is not in the memo as graded ({len(sentences)} sentences)"
+                f"criterion {cid}: sentence {k} is not in the memo as graded ({len(sentences)} sentences)"
             )
-        elif passed and k < 1:
-            problems[cid] = f"verdict {i}: a pass must name the memo sentence it rests on"
+        elif k == 0:
+            valid[cid] = (False, "no sentence satisfies it")
         else:
-            cited = f'sentence {k}: "{sentences[k - 1][:REASON_SENTENCE_CHARS]}"' if k else "no sentence"
-            valid[cid] = (passed, cited)
-    for cid in ids:
-        if cid not in valid and cid not in problems:
-            problems[cid] = f"no verdict for id {cid}"
+            valid[cid] = (True, f'sentence {k}: "{sentences[k - 1][:REASON_SENTENCE_CHARS]}"')
     return valid, problems
 
 

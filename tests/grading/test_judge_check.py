@@ -25,9 +25,7 @@ def _memo_judge(messages) -> str:
     memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0].strip()
     n = len(re.findall(r"^\[\d+\] ", user, flags=re.MULTILINE))
     has_text = len(memo.split()) >= 4
-    return json.dumps(
-        {"verdicts": [{"id": str(i), "sentence": int(has_text), "pass": has_text} for i in range(1, n + 1)]}
-    )
+    return json.dumps({str(i): int(has_text) for i in range(1, n + 1)})
 
 
 SCRIPTS["judge-check-double"] = _memo_judge

@@ -71,12 +71,7 @@ class JudgeServer:
         if bad or flaky:
             content = 'Sure! Here are the verdicts: {"verdicts": [{"id": "1", "pass": tru'
         else:
-            verdicts = [
-                {"id": i, "sentence": int("pass-me" in t), "pass": "pass-me" in t}
-                for i, t in items
-                if "OMIT" not in t
-            ]
-            content = json.dumps({"verdicts": verdicts})
+            content = json.dumps({i: int("pass-me" in t) for i, t in items if "OMIT" not in t})
             if len(self.requests) % 2:
                 content = f"```json\n{content}\n```"
         return web.json_response(
@@ -175,9 +170,9 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
         assert passed is None, cid
         assert reason.startswith("ungraded after 3 attempts"), reason
     assert "invalid JSON" in by_id["c5"][1]
-    assert "no verdict for id" in by_id["c7"][1]
+    assert "no verdict for criterion" in by_id["c7"][1]
     assert by_id["c1"][1] == f'sentence 1: "{MEMO}"'  # the reason is the sentence the verdict rests on
-    assert by_id["c2"][1] == "no sentence"
+    assert by_id["c2"][1] == "no sentence satisfies it"
     # batch1: 1 request, batch2: 2, batch3: 3, batch4: 1 + 2 retries of c7 alone.
     assert n_first == 9
     retries_of_c7 = [r for r in server.requests if "OMIT" in r["messages"][-1]["content"]]
@@ -192,7 +187,7 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
         n = len(re.findall(r"^\[\d+\] ", r["messages"][-1]["content"], flags=re.MULTILINE))
         fmt = r["response_format"]
         assert fmt["type"] == "json_schema"
-        assert len(fmt["json_schema"]["schema"]["properties"]["verdicts"]["prefixItems"]) == n
+        assert fmt["json_schema"]["schema"]["required"] == [str(i) for i in range(1, n + 1)]
 
     # Cache: the graded criteria of an unchanged memo cost no request; a changed memo does.
     assert n_again == 0
@@ -210,36 +205,19 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
 
 def test_parse_verdicts_strict():
     sentences = ["One.", "Two."]
-    ok, problems = parse_verdicts(
-        '```json\n{"verdicts": [{"id": "1", "sentence": 2, "pass": true}]}\n```', ["1"], sentences
-    )
+    ok, problems = parse_verdicts('```json\n{"1": 2}\n```', ["1"], sentences)
     assert ok == {"1": (True, 'sentence 2: "Two."')} and problems == {}
-    text = json.dumps(
-        {
-            "verdicts": [
-                {"id": 2, "sentence": "1", "pass": False},  # an integer id and a digit string are accepted
-                {"id": "3", "sentence": 1, "pass": "true"},  # a string is not a boolean
-                {"id": "4", "sentence": 1, "pass": True},
-                {"id": "4", "sentence": 0, "pass": False},  # duplicate: neither counts
-                {"id": "5", "sentence": 1.5, "pass": False},  # not a sentence number
-                {"id": "6", "sentence": 3, "pass": False},  # past the memo's last sentence
-                {"id": "7", "sentence": 0, "pass": True},  # a pass resting on nothing
-                {"id": "99", "sentence": 1, "pass": True},  # unknown id
-                "not an object",
-            ]
-        }
-    )
+    text = json.dumps({"2": "1", "3": True, "4": 1.5, "5": 3, "6": -1, "7": 0, "99": 1})
     ok, problems = parse_verdicts(text, ["1", "2", "3", "4", "5", "6", "7"], sentences)
-    assert ok == {"2": (False, 'sentence 1: "One."')}
-    assert problems["1"] == "no verdict for id 1"
-    assert '"pass" must be true or false' in problems["3"]
-    assert "duplicate" in problems["4"]
-    assert '"sentence" must be a number' in problems["5"]
-    assert "sentence 3 is not in the memo as graded (2 sentences)" in problems["6"]
-    assert "a pass must name the memo sentence" in problems["7"]
+    # a digit string is a number; 0 is a fail; an unknown key is ignored
+    assert ok == {"2": (True, 'sentence 1: "One."'), "7": (False, "no sentence satisfies it")}
+    assert problems["1"] == "no verdict for criterion 1"
+    for cid in ("3", "4", "6"):  # a boolean, a fraction, a negative number: not sentence numbers
+        assert "a sentence number or 0" in problems[cid]
+    assert "sentence 3 is not in the memo as graded (2 sentences)" in problems["5"]
     from pipeline.grading.llm_judge import JudgeResponseError
 
-    for bad in ("", "verdicts: yes", '{"verdicts": {}}', '[{"id": "1"}]', 'Here: {"verdicts": []}'):
+    for bad in ("", "verdicts: yes", "[1, 2]", '"1"', 'Here: {"1": 1}'):
         with pytest.raises(JudgeResponseError):
             parse_verdicts(bad, ["1"], sentences)
 
@@ -262,11 +240,9 @@ def test_bad_arguments_are_clear_errors():
         asyncio.run(judge_memo(backend, MEMO, [CRITERIA[0], CRITERIA[0]], judge_name="llm:x"))
 
 
-def _reply(verdicts: list[tuple[bool, int]]) -> str:
-    """A judge reply: (pass, sentence number) per criterion, ids 1..n."""
-    return json.dumps(
-        {"verdicts": [{"id": str(i), "sentence": k, "pass": p} for i, (p, k) in enumerate(verdicts, start=1)]}
-    )
+def _reply(verdicts: list[int]) -> str:
+    """A judge reply: the sentence number (0: none) per criterion, ids 1..n."""
+    return json.dumps({str(i): k for i, k in enumerate(verdicts, start=1)})
 
 
 def _n_criteria(messages) -> int:
@@ -286,41 +262,36 @@ def test_memo_sentences_number_sentences_and_lines_and_cut_long_ones():
 def test_requests_carry_a_schema_that_fixes_ids_count_and_sentence_numbers():
     jsonschema = pytest.importorskip("jsonschema")
     memo = MEMO + " Consent is needed before closing.\n\n- Escrow of $2m."
-    backend = ScriptedBackend(lambda m: _reply([(False, 0)] * _n_criteria(m)))
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
     out = asyncio.run(judge_memo(backend, memo, CRITERIA[:5], judge_name="llm:x", criteria_per_call=3))
     assert [p for _, p, _ in out] == [False] * 5
     assert len(backend.calls) == 2
     for (messages, params), n in zip(backend.calls, (3, 2), strict=True):
-        assert (
-            "<S1> The Acme MSA" in messages[-1]["content"]
-            and "<S3> - Escrow of $2m." in messages[-1]["content"]
-        )
+        user = messages[-1]["content"]
+        assert "<S1> The Acme MSA" in user and "<S3> - Escrow of $2m." in user
         assert isinstance(params, JudgeParams) and params.temperature == 0.0
         fmt = params.response_format
         assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
         schema = fmt["json_schema"]["schema"]
         assert schema == verdict_schema(n, 3)
-        verdicts = schema["properties"]["verdicts"]
-        assert verdicts["minItems"] == verdicts["maxItems"] == n and verdicts["items"] is False
-        for i, item in enumerate(verdicts["prefixItems"], start=1):
-            rests, fail = item["anyOf"]
-            assert rests["properties"]["id"]["const"] == fail["properties"]["id"]["const"] == str(i)
-            assert (
-                fail["properties"]["sentence"]["const"] == 0 and fail["properties"]["pass"]["const"] is False
-            )
-            # no free-text field a small model could ramble in
-            assert all(p.get("type") != "string" or "const" in p for p in rests["properties"].values())
+        ids = [str(i) for i in range(1, n + 1)]
+        assert list(schema["properties"]) == schema["required"] == ids
+        assert schema["additionalProperties"] is False
+        # no free-text field a small model could ramble in
+        assert all(
+            v == {"type": "integer", "minimum": 0, "maximum": 3} for v in schema["properties"].values()
+        )
         assert params.max_tokens >= n * VERDICT_TOKENS
-        # valid JSON Schema: accepts a right reply, refuses a wrong count or id and an ungrounded pass
+        # valid JSON Schema: accepts a right reply, refuses a missing or extra criterion and a bad sentence
         jsonschema.Draft202012Validator.check_schema(schema)
-        ok = json.loads(_reply([(True, 2)] + [(False, 0)] * (n - 1)))
+        ok = json.loads(_reply([2] + [0] * (n - 1)))
         jsonschema.validate(ok, schema)
         bad = [
-            {"verdicts": ok["verdicts"][:-1]},
-            {"verdicts": [{**ok["verdicts"][0], "id": "9"}, *ok["verdicts"][1:]]},
-            json.loads(_reply([(True, 0)] * n)),  # a pass resting on no sentence
-            json.loads(_reply([(True, 4)] * n)),  # a sentence the memo does not have
-            {"verdicts": [{**v, "reason": "free text"} for v in ok["verdicts"]]},
+            json.loads(_reply([0] * (n - 1))),
+            {**ok, str(n + 1): 0},
+            json.loads(_reply([4] * n)),  # a sentence the memo does not have
+            json.loads(_reply([-1] * n)),
+            {**ok, "1": "free text"},
         ]
         for reply in bad:
             with pytest.raises(jsonschema.ValidationError):
@@ -330,9 +301,9 @@ def test_requests_carry_a_schema_that_fixes_ids_count_and_sentence_numbers():
 def test_schema_of_an_empty_memo_only_fails():
     jsonschema = pytest.importorskip("jsonschema")
     empty = verdict_schema(2, 0)
-    jsonschema.validate(json.loads(_reply([(False, 0)] * 2)), empty)
+    jsonschema.validate(json.loads(_reply([0, 0])), empty)
     with pytest.raises(jsonschema.ValidationError):  # nothing to rest a pass on
-        jsonschema.validate(json.loads(_reply([(True, 1)] * 2)), empty)
+        jsonschema.validate(json.loads(_reply([1, 0])), empty)
 
 
 def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_alone():
@@ -350,7 +321,7 @@ def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_al
             finally:
                 in_flight -= 1
 
-    backend = Slow(lambda m: _reply([(False, 0)] * _n_criteria(m)))
+    backend = Slow(lambda m: _reply([0] * _n_criteria(m)))
     asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=2))
     assert len(backend.calls) == 4
     assert seen[0] == 1 and max(seen[1:]) == 3  # the first alone, then the other three together
@@ -361,47 +332,35 @@ def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_al
         assert messages[1]["content"].startswith(prefix)
 
 
-def test_a_pass_must_name_a_sentence_of_the_memo():
+def test_a_pass_names_a_sentence_of_the_memo():
     memo = "Summary.\n\nThe Acme MSA lets Acme terminate on a change of control. Consent is needed."
-    replies = [
-        _reply(
-            [
-                (True, 2),  # rests on sentence 2: a pass
-                (True, 4),  # the memo has three sentences
-                (True, 0),  # a pass resting on nothing
-                (False, 0),  # a fail needs no sentence
-                (False, 3),  # ... and may name one
-            ]
-        )
-    ]
     out = asyncio.run(
         judge_memo(
-            ScriptedBackend(replies),
+            ScriptedBackend([_reply([2, 4, 0])]),
             memo,
-            CRITERIA[:5],
+            CRITERIA[:3],
             judge_name="llm:x",
             criteria_per_call=8,
             max_attempts=1,
         )
     )
-    assert [p for _, p, _ in out] == [True, None, None, False, False]
+    assert [p for _, p, _ in out] == [True, None, False]
     reasons = [r for _, _, r in out]
     assert reasons[0] == 'sentence 2: "The Acme MSA lets Acme terminate on a change of control."'
     assert (
         reasons[1].startswith("ungraded after 1 attempts") and "sentence 4 is not in the memo" in reasons[1]
     )
-    assert "must name the memo sentence" in reasons[2]
-    assert reasons[3] == "no sentence" and reasons[4] == 'sentence 3: "Consent is needed."'
+    assert reasons[2] == "no sentence satisfies it"
 
 
 def test_an_invalid_verdict_is_asked_again_alone_then_ungraded():
-    backend = ScriptedBackend([_reply([(True, 1), (True, 7)]), _reply([(True, 7)])])
+    backend = ScriptedBackend([_reply([1, 7]), _reply([7])])
     out = asyncio.run(
         judge_memo(backend, MEMO, CRITERIA[:2], judge_name="llm:x", criteria_per_call=2, max_attempts=2)
     )
     assert [p for _, p, _ in out] == [True, None]
     assert out[1][2].startswith(
-        "ungraded after 2 attempts: verdict 0: sentence 7 is not in the memo as graded"
+        "ungraded after 2 attempts: criterion 1: sentence 7 is not in the memo as graded"
     )
     assert len(backend.calls) == 2 and _n_criteria(backend.calls[1][0]) == 1
 
@@ -418,7 +377,7 @@ def test_a_sentence_past_the_reading_budget_cannot_carry_a_pass():
     assert not any("Zephyr" in x for x in read)
     # the judge names the sentence where the tail would be, were the whole memo numbered
     whole = memo_sentences(memo)
-    backend = ScriptedBackend(lambda m: _reply([(True, len(whole)), (True, 2)]))
+    backend = ScriptedBackend(lambda m: _reply([len(whole), 2]))
     out = asyncio.run(
         judge_memo(
             backend,
@@ -443,7 +402,7 @@ def test_a_server_that_refuses_response_format_is_asked_without_it():
                 raise RuntimeError("judge at http://x/v1: HTTP 400: unknown field response_format")
             return await super().complete(messages, params)
 
-    backend = Refuses(lambda m: _reply([(False, 0)] * _n_criteria(m)))
+    backend = Refuses(lambda m: _reply([0] * _n_criteria(m)))
     for memo in (MEMO, MEMO + " Again."):
         out = asyncio.run(judge_memo(backend, memo, CRITERIA[:2], judge_name="llm:x"))
         assert [p for _, p, _ in out] == [False, False]
@@ -459,7 +418,7 @@ def test_a_server_that_refuses_response_format_is_asked_without_it():
 
 
 def test_a_memo_that_leaves_little_context_is_asked_fewer_criteria_at_a_time():
-    backend = ScriptedBackend(lambda m: _reply([(False, 0)] * _n_criteria(m)), context_tokens=700)
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)), context_tokens=700)
     out = asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=8))
     assert [p for _, p, _ in out] == [False] * 8
     sizes = [_n_criteria(messages) for messages, _ in backend.calls]
@@ -476,9 +435,9 @@ def test_verdicts_of_an_older_judge_version_are_not_reused(tmp_path):
     cache = JudgeCache(con)
     cache.put_many(memo_hash(MEMO), "llm:x", [("c1", True, "v1 verdict, no sentence")])
     assert cache_judge("llm:x") != "llm:x"
-    backend = ScriptedBackend(lambda m: _reply([(False, 0)] * _n_criteria(m)))
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
     out = asyncio.run(judge_memo(backend, MEMO, CRITERIA[:1], judge_name="llm:x", cache=cache))
-    assert out == [("c1", False, "no sentence")] and len(backend.calls) == 1
+    assert out == [("c1", False, "no sentence satisfies it")] and len(backend.calls) == 1
     again = asyncio.run(judge_memo(backend, MEMO, CRITERIA[:1], judge_name="llm:x", cache=cache))
     assert again == out and len(backend.calls) == 1
 
