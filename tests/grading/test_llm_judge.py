@@ -478,8 +478,8 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
             assert reason.startswith("ungraded"), reason
 
 
-# vLLM as tests/serving/test_vllm.py starts it, plus compact JSON: without disable_any_whitespace
-# SmolLM2 fills the whitespace the JSON grammar allows with newlines until max_tokens cuts the reply.
+# vLLM as tests/serving/test_vllm.py starts it, plus compact JSON (as the llm-judge and vllm-cpu recipes):
+# the JSON grammar otherwise allows any whitespace between tokens, room for a small model to pad with.
 VLLM_JUDGE_ARGS = (
     "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching, "
     "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']"
