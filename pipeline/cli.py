@@ -128,6 +128,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     jc.add_argument("--room", action="append", default=None, help="only this room (repeatable)")
     jc.add_argument(
+        "--memo", action="append", default=None, help="only this known-answer memo, e.g. oracle (repeatable)"
+    )
+    jc.add_argument(
         "--sampled", type=int, default=8, help="sampled memos (trajectories) per room (default 8)"
     )
 
@@ -210,7 +213,7 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
     if args.command == "judge-check":
         from pipeline.grading.judge_check import print_judge_check
 
-        return print_judge_check(cfg, args.corpus, args.room, args.sampled)
+        return print_judge_check(cfg, args.corpus, args.room, args.sampled, args.memo)
     if getattr(args, "regrade", False):
         cfg.grade.regrade = True
     if args.command == "rooms" and args.action in READ_ONLY_ROOM_ACTIONS:

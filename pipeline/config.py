@@ -169,7 +169,12 @@ class GradeConfig:
 @dataclass
 class FilterConfig:
     require_submit: bool = _f(True, "keep only trajectories that ended with submit()")
-    min_score: float = _f(0.3, "minimum headline score (reference judge: F1 of recall and precision)")
+    judge: str = _f(
+        "reference",
+        "judge whose headline (F1 of recall and precision) the filter ranks by: reference, or llm (the "
+        "LLM judge of models.judge; its grades come from a grade run with llm in grade.judges)",
+    )
+    min_score: float = _f(0.3, "minimum headline score of filter.judge")
     min_relative_to_room_mean: float | None = _f(None, "also require score >= room mean + this")
     top_k_per_room: int | None = _f(None, "keep at most the best k per room")
     min_coverage: float = _f(0.5, "minimum probe coverage")

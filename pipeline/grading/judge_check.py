@@ -1,15 +1,17 @@
 """`python -m pipeline judge-check`: is the recipe's LLM judge (models.judge) an instrument?
 
-    python -m pipeline --recipe R judge-check [--room NAME ...] [--corpus DIR] [--sampled N]
+    python -m pipeline --recipe R judge-check [--room NAME ...] [--memo NAME ...] [--corpus DIR] [--sampled N]
 
-Reads the warehouse (read-only) and grades, with both the reference judge and
+Reads the warehouse and grades, with both the reference judge and
 the LLM judge, on every room (or the ``--room`` ones): the known-answer memos
-(pipeline.grading.known_answers.known_memos) and up to ``--sampled`` memos the
+(pipeline.grading.known_answers.known_memos, or the ``--memo`` ones) and up to ``--sampled`` memos the
 warehouse's trajectories hold for the room. The LLM judge sees each memo as
 the reference judge reads it (reading budget, copied text cut out) and
 answers through structured outputs (pipeline.grading.llm_judge); recall
 comes from its verdicts, precision from the reference judge's claim check, as
-in the grade stage. Nothing is written: no grades, no judge cache. With
+in the grade stage. No grades and no judge cache are written; the agreement
+table is, to ``judge_checks`` (one transaction, once the check is done), for
+the report's judge section. With
 ``serve.manage`` the recipe's local vLLM servers run for the command.
 
 It prints, on stdout:
@@ -51,6 +53,7 @@ import contextlib
 import re
 import sys
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +109,12 @@ def _expert_truth(memo: str, c: Criterion) -> bool | None:
 
 
 async def _judge_rooms(
-    cfg: PipelineConfig, con: duckdb.DuckDBPyConnection, names: list[str], corpus: str | None, sampled: int
+    cfg: PipelineConfig,
+    con: duckdb.DuckDBPyConnection,
+    names: list[str],
+    corpus: str | None,
+    sampled: int,
+    only: list[str] | None = None,
 ) -> tuple[list[Judged], float]:
     """Every memo of every room through both judges; (results, seconds spent waiting on the LLM judge)."""
     judge_cfg = cfg.models.judge
@@ -122,7 +130,9 @@ async def _judge_rooms(
         for room_name in names:
             room = store.load_room(con, room_name, with_text=True)
             grader = ReferenceGrader(room, budget_words=cfg.grade.budget_words or None)
-            memos = [("known-answer", k, m) for k, m in known_memos(room, corpus).items()]
+            memos = [
+                ("known-answer", k, m) for k, m in known_memos(room, corpus).items() if not only or k in only
+            ]
             memos += [("sampled", tid, m) for tid, m in _sampled(con, room.name, sampled)]
             # reading needs the room's text: done here, before the concurrent requests
             graded = [grader.readable(m) for _, _, m in memos]
@@ -241,6 +251,7 @@ def check(
     corpus: str | None = None,
     names: list[str] | None = None,
     sampled: int = DEFAULT_SAMPLED,
+    only: list[str] | None = None,
 ) -> dict:
     """Both tables and the judge's speed: {"known": rows, "agreement": rows, "criteria", "seconds", ...}."""
     db_path = Path(cfg.run.db_path)
@@ -260,7 +271,7 @@ def check(
         else:
             servers = contextlib.nullcontext()
         with servers:
-            results, seconds = asyncio.run(_judge_rooms(cfg, con, names, corpus, sampled))
+            results, seconds = asyncio.run(_judge_rooms(cfg, con, names, corpus, sampled, only))
     finally:
         con.close()
     verdicts = [v for r in results for v in r.llm]
@@ -283,6 +294,33 @@ def _reason_kind(reason: str) -> str:
     return text.split(" (", 1)[0].split(": ", 1)[0][:80]
 
 
+def record(cfg: PipelineConfig, result: dict) -> str:
+    """Write the agreement rows to the warehouse table ``judge_checks`` in one transaction; the check id.
+
+    The report's judge section shows the newest check (sql/queries/judge_check_latest.sql).
+    """
+    now = db.now()
+    check_id = f"judge-check-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    totals = {"criteria": result["criteria"], "valid": result["valid"], "seconds": result["seconds"]}
+    rows = [
+        {"check_id": check_id, "checked_at": now, **row, "n_ungraded": row["ungraded"], **totals}
+        for row in result["agreement"]
+    ]
+    for row in rows:
+        del row["ungraded"]
+    con = db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)
+    try:
+        db.write_many(con, {"judge_checks": rows})
+    finally:
+        con.close()
+    return check_id
+
+
+def latest_check(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """The newest judge-check's rows (``judge_checks``), as ``record`` wrote them; [] before any."""
+    return db.fetch_dicts(con, db.read_sql("queries/judge_check_latest.sql"))
+
+
 def _show(title: str, rows: list[dict]) -> None:
     print(title)
     if not rows:
@@ -298,10 +336,11 @@ def print_judge_check(
     corpus: str | None = None,
     names: list[str] | None = None,
     sampled: int = DEFAULT_SAMPLED,
+    only: list[str] | None = None,
 ) -> int:
     """`python -m pipeline judge-check`: print the tables (see the module docstring); 0 unless an error is raised."""
     try:
-        result = check(cfg, corpus, names, sampled)
+        result = check(cfg, corpus, names, sampled, only)
     except UserError:
         raise
     except RuntimeError as exc:  # the judge's backend failed for good (not a server that is down)
@@ -317,4 +356,5 @@ def print_judge_check(
     )
     for reason, count in result["ungraded_reasons"]:
         print(f"  ungraded x{count}: {reason}", file=sys.stderr)
+    print(f"recorded as {record(cfg, result)} (the report's judge section shows it)", file=sys.stderr)
     return 0

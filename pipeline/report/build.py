@@ -12,6 +12,7 @@ import duckdb
 from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.grading.agreement import agreement_report
+from pipeline.grading.judge_check import latest_check
 from pipeline.report import data, sections
 from pipeline.report.known_answers import known_answers_section
 from pipeline.report.render import Section, to_html, to_markdown
@@ -40,7 +41,7 @@ def build(
     training, training_png = sections.training_section(data.train_runs(con), data.train_logs(con), out)
     pngs += [p for p in (funnel_png, training_png) if p]
     optional = [
-        sections.agreement_section(agreement_report(con)),
+        sections.agreement_section(agreement_report(con), latest_check(con)),
         sections.nightly_section(labels, data.nightly_rounds(con)),
     ]
     metadata = sections.metadata_section(

@@ -264,32 +264,77 @@ def training_section(runs: list[dict], logs: dict[str, list[dict]], out: Path) -
     return s, png
 
 
-def agreement_section(rows: list[dict]) -> Section | None:
-    """Reference vs LLM judge (pipeline.grading.agreement rows); None when no LLM judge graded."""
-    if not rows:
+def agreement_section(rows: list[dict], check: list[dict] | None = None) -> Section | None:
+    """The judge section: reference vs LLM judge on graded trajectories (pipeline.grading.agreement rows)
+    and the newest ``judge-check`` (pipeline.grading.judge_check.latest_check); None when neither exists."""
+    if not rows and not check:
         return None
-    headers = [
-        "llm judge", "criterion kind", "pairs", "ungraded", "agreement", "reference pass", "llm pass",
-        "Cohen's kappa",
-    ]  # fmt: skip
-    table = Table(
-        headers,
-        [
-            [
-                r["llm_judge"],
-                r["kind"],
-                str(r["n"]),
-                str(r["n_ungraded"]),
-                pct(r["agreement"]),
-                pct(r["reference_pass_rate"]),
-                pct(r["llm_pass_rate"]),
-                fmt(r["kappa"], "num2"),
-            ]
-            for r in rows
-        ],
-        "Reference judge vs LLM judge on the (trajectory, criterion) pairs both graded; ungraded verdicts excluded.",
-    )
-    return Section("Judge agreement", [table])
+    s = Section("Judge agreement")
+    if rows:
+        headers = [
+            "llm judge", "criterion kind", "pairs", "ungraded", "agreement", "reference pass", "llm pass",
+            "Cohen's kappa",
+        ]  # fmt: skip
+        s.blocks.append(
+            Table(
+                headers,
+                [
+                    [
+                        r["llm_judge"],
+                        r["kind"],
+                        str(r["n"]),
+                        str(r["n_ungraded"]),
+                        pct(r["agreement"]),
+                        pct(r["reference_pass_rate"]),
+                        pct(r["llm_pass_rate"]),
+                        fmt(r["kappa"], "num2"),
+                    ]
+                    for r in rows
+                ],
+                "Reference judge vs LLM judge on the (trajectory, criterion) pairs both graded; "
+                "ungraded verdicts excluded.",
+            )
+        )
+    if check:
+        first = check[0]
+        valid = first["valid"] / first["criteria"] if first["criteria"] else None
+        rate = first["criteria"] / first["seconds"] if first["seconds"] else None
+        s.blocks.append(
+            Table(
+                [
+                    "judge",
+                    "against",
+                    "memos",
+                    "criterion kind",
+                    "pairs",
+                    "ungraded",
+                    "agreement",
+                    "truth pass",
+                    "judge pass",
+                    "Cohen's kappa",
+                ],  # fmt: skip
+                [
+                    [
+                        r["judge"],
+                        r["against"],
+                        r["memos"],
+                        r["kind"],
+                        str(r["n"]),
+                        str(r["n_ungraded"]),
+                        pct(r["agreement"]),
+                        pct(r["truth_pass"]),
+                        pct(r["judge_pass"]),
+                        fmt(r["kappa"], "num2"),
+                    ]
+                    for r in check
+                ],
+                f"`judge-check` {first['check_id']} ({first['checked_at']:%Y-%m-%d %H:%M} UTC): known-answer and "
+                "sampled memos through the LLM judge, against the reference judge (generated rooms) and CUAD's "
+                f"expert labels (CUAD rooms). {first['criteria']} criteria, {pct(valid)} with a valid verdict, "
+                f"{fmt(rate, 'num2')} criteria/s.",
+            )
+        )
+    return s
 
 
 def nightly_section(labels: dict[str, str], rounds: list[dict]) -> Section | None:

@@ -25,3 +25,7 @@ class NoAcceptedTrajectories(DatasetError):
 
 class TrainError(UserError):
     """Nothing to train on, or a dataset that does not fit the trainer."""
+
+
+class FilterJudgeError(UserError):
+    """filter.judge names no judge, or a judge that graded none of the training trajectories."""

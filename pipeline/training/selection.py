@@ -18,7 +18,7 @@ import duckdb
 from pipeline import db
 from pipeline.config import PipelineConfig
 from pipeline.ids import content_hash
-from pipeline.training.errors import NoAcceptedTrajectories, NoSelectionError
+from pipeline.training.errors import FilterJudgeError, NoAcceptedTrajectories, NoSelectionError
 
 
 @dataclass
@@ -46,10 +46,21 @@ class Selection:
         }
 
 
+def filter_judge(cfg: PipelineConfig) -> str:
+    """The ``grades.judge`` value whose headline the filter reads (``filter.judge``)."""
+    from pipeline.grading.grade_run import JUDGES, llm_judge_name
+
+    judge = cfg.filter.judge
+    if judge not in JUDGES:
+        raise FilterJudgeError(f"filter.judge: unknown judge {judge!r} (reference | llm)")
+    return llm_judge_name(cfg) if judge == "llm" else "reference"
+
+
 def params(cfg: PipelineConfig) -> dict[str, Any]:
     """The SQL parameters of sql/filters/select.sql from the recipe's filter section."""
     f = cfg.filter
     return {
+        "judge": filter_judge(cfg),
         "require_submit": f.require_submit,
         "min_score": f.min_score,
         "min_relative": f.min_relative_to_room_mean,
@@ -74,7 +85,10 @@ def select(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Selection:
     """Apply the filter and record its decisions as a selection (once per distinct outcome)."""
     decisions = decide(con, cfg)
     if not decisions:
-        raise NoAcceptedTrajectories("no graded training trajectories to filter: run sample and grade first")
+        raise NoAcceptedTrajectories(
+            f"no training trajectories graded by {filter_judge(cfg)} (filter.judge={cfg.filter.judge}) to filter: "
+            f"run sample, then grade with {cfg.filter.judge} in grade.judges"
+        )
     p = dataclasses.asdict(cfg.filter)
     selection_id = selection_id_for(p, decisions)
     exists = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[

@@ -1,6 +1,6 @@
 -- Rejection filter: one row per training trajectory with the first rule that
 -- rejects it (in funnel order), or 'accepted'. Parameters ($name) come from
--- the recipe's `filter` section; see stages/filter.py.
+-- the recipe's `filter` section; see stages/filter.py. Scores are filter.judge's.
 with recursive
 
 lineage(policy_id) as (
@@ -10,8 +10,22 @@ lineage(policy_id) as (
     select p.policy_id from policies as p join lineage as l on p.parent_id = l.policy_id
 ),
 
+judged as (
+    -- the headline and flagged decoys of the judge the filter reads ($judge:
+    -- 'reference' or 'llm:<model>'), from the newest grader version it used on
+    -- each trajectory; a trajectory that judge never graded is not considered
+    select trajectory_id, headline, traps_failed
+    from memo_scores
+    where judge = $judge
+    qualify grader_version = max(grader_version) over (partition by trajectory_id)
+),
+
 scores as (
-    select * from trajectory_scores where purpose = 'train' and graded
+    -- for the reference judge these are trajectory_scores' own score and trap_failures
+    select t.* replace (j.headline as score, j.traps_failed as trap_failures)
+    from trajectory_scores as t
+    join judged as j using (trajectory_id)
+    where t.purpose = 'train'
 ),
 
 room_means as (

