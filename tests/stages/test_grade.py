@@ -180,7 +180,6 @@ def test_regrade_keeps_old_versions_and_views_read_the_newest(tmp_path):
 def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
     """A gullible scripted judge passes everything it is shown; pasted source never reaches it."""
     from pipeline.grading.known_answers import known_memos
-    from pipeline.grading.llm_judge import memo_quotes
     from tests.doubles import SCRIPTS
 
     shown: list[str] = []
