@@ -180,7 +180,7 @@ def _memo(marked: MarkedMemo | None, view: TraceView) -> str:
             marks.append(f'<span class="mark copied">copied from the room ({u.quoted_words} words): read as nothing</span>')
         elif u.quoted_words:
             marks.append(f'<span class="mark copied">{u.quoted_words} copied words cut out</span>')
-        label = f"unit {u.number}" if u.number else "not read"
+        label = f"unit {u.number}" if u.number else "copied: not read"
         extra = f"<details><summary>as the judge read it</summary><pre>{e(u.read_as)}</pre></details>" if u.read_as else ""
         uid = f' id="u{u.number}"' if u.number else ""
         out.append(
