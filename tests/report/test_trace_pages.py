@@ -19,18 +19,9 @@ import pytest
 
 from pipeline import db
 from pipeline.cli import main
-from stages import report
 from tests.browser import dump_dom
-from tests.report.trace_world import build
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    cfg = build(tmp_path_factory.mktemp("world") / "run")
-    report.run(cfg)
-    return cfg, Path(cfg.run.dir) / "report"
 
 
 def _rows(cfg, sql, params=()):
