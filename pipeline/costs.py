@@ -55,7 +55,10 @@ def record_prices(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> list[d
     with db.transaction(con):
         con.executemany(
             "insert or replace into model_prices values (?, ?, ?, ?, ?)",
-            [[r["model"], r["role"], r["usd_per_mtok_in"], r["usd_per_mtok_out"], r["recorded_at"]] for r in rows],
+            [
+                [r["model"], r["role"], r["usd_per_mtok_in"], r["usd_per_mtok_out"], r["recorded_at"]]
+                for r in rows
+            ],
         )
     return rows
 

@@ -34,7 +34,9 @@ def score_vs_cost(rows: Sequence[dict], labels: dict[str, str], path: Path, all_
             label=f"{labels.get(pid, pid)} ({len(mine)} room x purpose)",
         )
     ax.set_ylim(-3, 103)
-    ax.set_xlabel("mean cost per trajectory (USD)" + (" — all 0: embedded models, no price" if all_free else ""))
+    ax.set_xlabel(
+        "mean cost per trajectory (USD)" + (" — all 0: embedded models, no price" if all_free else "")
+    )
     ax.set_ylabel("mean headline score (%)")
     ax.set_title("Score vs generation cost, one point per room and policy")
     ax.grid(True, alpha=0.3)

@@ -40,29 +40,58 @@ def cost_section(
         s.blocks.append(
             Table(
                 ["model", "role", "USD / M input tokens", "USD / M output tokens"],
-                [[p["model"], p["role"], usd(p["usd_per_mtok_in"]), usd(p["usd_per_mtok_out"])] for p in prices],
+                [
+                    [p["model"], p["role"], usd(p["usd_per_mtok_in"]), usd(p["usd_per_mtok_out"])]
+                    for p in prices
+                ],
                 "Prices the marts use (table model_prices, from the config of the last sample or report command).",
             )
         )
     if summaries:
         s.blocks.append(
             Table(
-                ["policy", "purpose", "trajectories", "mean cost (USD)", "total cost (USD)",
-                 "root share of input tokens", "root share of output tokens"],
-                [[labels.get(r["policy_id"], r["policy_id"]), r["purpose"], str(r["n_trajectories"]),
-                  usd(r.get("cost_usd")), usd(r.get("total_cost_usd")), pct(r.get("root_share_in")),
-                  pct(r.get("root_share_out"))] for r in summaries],
+                [
+                    "policy",
+                    "purpose",
+                    "trajectories",
+                    "mean cost (USD)",
+                    "total cost (USD)",
+                    "root share of input tokens",
+                    "root share of output tokens",
+                ],
+                [
+                    [
+                        labels.get(r["policy_id"], r["policy_id"]),
+                        r["purpose"],
+                        str(r["n_trajectories"]),
+                        usd(r.get("cost_usd")),
+                        usd(r.get("total_cost_usd")),
+                        pct(r.get("root_share_in")),
+                        pct(r.get("root_share_out")),
+                    ]
+                    for r in summaries
+                ],
                 "Cost per trajectory at those prices (policy_summary); cost per accepted example: the rejection filter's table.",
             )  # fmt: skip
         )
     p = cost_plots.score_vs_cost(room_rows, labels, out / "score_vs_cost.png", all_free)
     if p:
         pngs.append(p)
-        s.blocks.append(Image(p, "Mean headline score vs mean cost per trajectory, per room and policy (Figure 8 of the reference report)."))
+        s.blocks.append(
+            Image(
+                p,
+                "Mean headline score vs mean cost per trajectory, per room and policy (Figure 8 of the reference report).",
+            )
+        )
     p = cost_plots.root_token_share(summaries, labels, out / "root_token_share.png")
     if p:
         pngs.append(p)
-        s.blocks.append(Image(p, "The root's share of input and output tokens per policy (Figure 9a of the reference report)."))
+        s.blocks.append(
+            Image(
+                p,
+                "The root's share of input and output tokens per policy (Figure 9a of the reference report).",
+            )
+        )
     if len(s.blocks) == (1 if all_free else 0):
         s.blocks.append("No trajectories yet.")
     return s, pngs

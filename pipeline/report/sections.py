@@ -219,8 +219,14 @@ def funnel_section(
         s.blocks.append(
             Image(png, f"Rejection funnel of selection {sid}: trajectories left after each rule.")
         )
-    headers = ["room"] + [name for _, name in plots.FUNNEL_STEPS] + ["acceptance", "cost (USD)", "USD per accepted"]
-    table = Table(headers, [], f"Selection {sid}; params {params}. Cost: sampling every trajectory of the row, and that per accepted training example.")
+    headers = (
+        ["room"] + [name for _, name in plots.FUNNEL_STEPS] + ["acceptance", "cost (USD)", "USD per accepted"]
+    )
+    table = Table(
+        headers,
+        [],
+        f"Selection {sid}; params {params}. Cost: sampling every trajectory of the row, and that per accepted training example.",
+    )
     for r in rows:
         vals = [int(r[k] or 0) for k, _ in plots.FUNNEL_STEPS]
         table.rows.append(

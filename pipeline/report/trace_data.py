@@ -59,9 +59,7 @@ def group_batches(calls: list[dict]) -> dict[int, list[Batch]]:
     current: Batch | None = None
     latest_return = 0.0
     for c in sorted(calls, key=lambda c: c["call_index"]):
-        starts_new = (
-            current is None or c["turn_index"] != current.turn_index or c["issued_s"] > latest_return
-        )
+        starts_new = current is None or c["turn_index"] != current.turn_index or c["issued_s"] > latest_return
         if starts_new:
             current = Batch(c["turn_index"], [])
             out.setdefault(c["turn_index"], []).append(current)

@@ -48,7 +48,9 @@ def list_rows(rows: list[dict], labels: dict[str, str], links: dict[str, str], s
     return out
 
 
-def write(out_dir: Path, rows: list[dict], labels: dict[str, str], links: dict[str, str], subdir: str) -> Path:
+def write(
+    out_dir: Path, rows: list[dict], labels: dict[str, str], links: dict[str, str], subdir: str
+) -> Path:
     data = json.dumps(list_rows(rows, labels, links, subdir)).replace("</", "<\\/")
     filters = "".join(
         f'<label>{k} <select id="f-{k}"><option value="">all</option></select></label> '

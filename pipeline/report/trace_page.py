@@ -165,23 +165,35 @@ def _memo(marked: MarkedMemo | None, view: TraceView) -> str:
         marks, classes = [], []
         for v in u.passed:
             classes.append("pass")
-            marks.append(f'<a class="mark pass" href="#c-{e(v["criterion_id"])}">✓ {e(v["criterion_id"])} {e(v["kind"] or "")}</a>')
+            marks.append(
+                f'<a class="mark pass" href="#c-{e(v["criterion_id"])}">✓ {e(v["criterion_id"])} {e(v["kind"] or "")}</a>'
+            )
         for v in u.closest:
             classes.append("closest")
-            marks.append(f'<a class="mark fail" href="#c-{e(v["criterion_id"])}">✗ {e(v["criterion_id"])} lacks {e(missing_of(v["reason"]))}</a>')
+            marks.append(
+                f'<a class="mark fail" href="#c-{e(v["criterion_id"])}">✗ {e(v["criterion_id"])} lacks {e(missing_of(v["reason"]))}</a>'
+            )
         for v in u.flagged_decoys:
             classes.append("decoy")
-            marks.append(f'<a class="mark decoy" href="#c-{e(v["criterion_id"])}">decoy flagged: {e(v["criterion_id"])}</a>')
+            marks.append(
+                f'<a class="mark decoy" href="#c-{e(v["criterion_id"])}">decoy flagged: {e(v["criterion_id"])}</a>'
+            )
         for claim in u.false_claims:
             classes.append("false")
             marks.append(f'<span class="mark false">false claim: {e(claim)}</span>')
         if u.copied:
             classes.append("copied")
-            marks.append(f'<span class="mark copied">copied from the room ({u.quoted_words} words): read as nothing</span>')
+            marks.append(
+                f'<span class="mark copied">copied from the room ({u.quoted_words} words): read as nothing</span>'
+            )
         elif u.quoted_words:
             marks.append(f'<span class="mark copied">{u.quoted_words} copied words cut out</span>')
         label = f"unit {u.number}" if u.number else "copied: not read"
-        extra = f"<details><summary>as the judge read it</summary><pre>{e(u.read_as)}</pre></details>" if u.read_as else ""
+        extra = (
+            f"<details><summary>as the judge read it</summary><pre>{e(u.read_as)}</pre></details>"
+            if u.read_as
+            else ""
+        )
         uid = f' id="u{u.number}"' if u.number else ""
         out.append(
             f'<div class="unit {" ".join(dict.fromkeys(classes))}"{uid}><span class="muted">{label}</span> '
@@ -210,7 +222,7 @@ def _criteria(grades: list[dict]) -> str:
         cid = f' id="c-{e(g["criterion_id"])}"' if g["judge"] == "reference" else ""
         rows.append(
             f'<tr class="{cls}"{cid}><td>{e(verdict)}</td><td>{e(g["criterion_id"])}</td><td>{e(g["kind"] or "")}</td>'
-            f'<td>{e(g["text"] or "")}</td><td>{where}</td><td>{e(g["reason"] or "")}</td><td>{e(g["judge"])}</td></tr>'
+            f"<td>{e(g['text'] or '')}</td><td>{where}</td><td>{e(g['reason'] or '')}</td><td>{e(g['judge'])}</td></tr>"
         )
     return (
         "<table id=criteria><tr><th>verdict</th><th>criterion</th><th>kind</th><th>what it asks</th><th>where</th>"
@@ -269,7 +281,9 @@ def write_page(view: TraceView, marked: MarkedMemo | None, out_dir: Path, label:
     _write_sidecars(view, out_dir)
     config = {"sidecar": sidecar_name(tid, "{k}"), "chunk": CHUNK, "cut": CUT_CHARS}
     turns = "".join(_turn(t, view.batches.get(t["turn_index"], [])) for t in view.turns) or "<p>No turns.</p>"
-    nav = f'<p><a href="{e(back)}">← report</a> · <a href="index.html">all trajectories</a></p>' if back else ""
+    nav = (
+        f'<p><a href="{e(back)}">← report</a> · <a href="index.html">all trajectories</a></p>' if back else ""
+    )
     css = (ASSETS / "trace.css").read_text() + _FORMATTER.get_style_defs(".highlight")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -53,7 +53,13 @@ def write_all(
     written: set[str] = set()
     for row in sorted((r for r in rows if has_page(r)), key=lambda r: r["room_id"]):
         view = trace_data.load(con, row["trajectory_id"], selection_id, row)
-        path = write_page(view, _marked(view, graders), out, labels.get(row["policy_id"], row["policy_id"]), "../report.html")
+        path = write_page(
+            view,
+            _marked(view, graders),
+            out,
+            labels.get(row["policy_id"], row["policy_id"]),
+            "../report.html",
+        )
         links[row["trajectory_id"]] = f"{DIR}/{path.name}"
         written |= {p.name for p in out.glob(f"{row['trajectory_id']}.*")}
     written.add(trace_list.write(out, rows, labels, links, DIR).name)
@@ -71,4 +77,10 @@ def write_one(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, trajectory_id
     labels = data.policy_labels(con)
     out = Path(cfg.run.dir) / "report" / DIR
     graders = RoomGraders(con, cfg.grade.budget_words)
-    return write_page(view, _marked(view, graders), out, labels.get(view.row["policy_id"], view.row["policy_id"]), "../report.html")
+    return write_page(
+        view,
+        _marked(view, graders),
+        out,
+        labels.get(view.row["policy_id"], view.row["policy_id"]),
+        "../report.html",
+    )

@@ -22,11 +22,18 @@ def trajectories_to_read(rows: list[dict], labels: dict[str, str], links: dict[s
     if not links:
         s.blocks.append("No trajectory pages yet: they are written for held-out and filtered trajectories.")
         return s
-    s.blocks.append(Link("All trajectories, with filters (policy, room, status, score, filter decision)", f"{DIR}/index.html"))
+    s.blocks.append(
+        Link(
+            "All trajectories, with filters (policy, room, status, score, filter decision)",
+            f"{DIR}/index.html",
+        )
+    )
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["trajectory_id"] in links and r.get("score") is not None:
-            groups.setdefault((r.get("room_name") or r["room_id"], r["policy_id"], r["purpose"]), []).append(r)
+            groups.setdefault((r.get("room_name") or r["room_id"], r["policy_id"], r["purpose"]), []).append(
+                r
+            )
     table = Table(["room", "policy", "purpose", "trajectories", "best (score)", "worst (score)"], [],
                   "Best and worst trajectory by headline score per room, policy and purpose; each links to its page.")  # fmt: skip
     for (room, pid, purpose), rs in sorted(groups.items()):

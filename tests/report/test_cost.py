@@ -35,7 +35,9 @@ def _recipe(path: Path) -> Path:
 def test_prices_are_typed_config_and_default_to_zero(tmp_path):
     cfg = load_config(_recipe(tmp_path / "priced.yaml"))
     rows = {r["model"]: r for r in price_rows(cfg)}
-    assert rows["smollm2-135m-instruct"]["usd_per_mtok_out"] == 15.0 and rows["extractive"]["role"] == "subagent"
+    assert (
+        rows["smollm2-135m-instruct"]["usd_per_mtok_out"] == 15.0 and rows["extractive"]["role"] == "subagent"
+    )
     assert all(r["usd_per_mtok_in"] == 0 for r in price_rows(load_config(None)))
     with pytest.raises(ConfigError, match="usd_per_mtok"):
         load_config(None, ["models.root.usd_per_mtok=1"])
@@ -85,4 +87,6 @@ def test_priced_run_costs_tokens_times_prices(world, tmp_path, capsys):
     cost = md.split("## Cost", 1)[1].split("\n## ", 1)[0]
     assert "priced at 0 USD" not in cost and "| smollm2-135m-instruct | root | 3.0000 | 15.0000 |" in cost
     assert f"{per:.4f} |" in md.split("## Rejection filter", 1)[1]
-    assert (run / "report" / "score_vs_cost.png").exists() and (run / "report" / "root_token_share.png").exists()
+    assert (run / "report" / "score_vs_cost.png").exists() and (
+        run / "report" / "root_token_share.png"
+    ).exists()

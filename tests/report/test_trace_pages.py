@@ -45,12 +45,20 @@ def test_report_links_to_a_page_that_marks_the_memo(world, tmp_path):
     # a mark says what the judge recorded: the criterion passed in this very unit
     tid = best.group(1).split("/")[1].removesuffix(".html")
     verdicts = dict(
-        _rows(cfg, "select criterion_id, passed from grades where trajectory_id = ? and judge = 'reference'", [tid])
+        _rows(
+            cfg,
+            "select criterion_id, passed from grades where trajectory_id = ? and judge = 'reference'",
+            [tid],
+        )
     )
     assert all(verdicts[c] for c in passed)
     # the memo with every other issue: failed criteria marked with what the closest unit lacks
     mixed = [
-        t for (t,) in _rows(cfg, "select trajectory_id from trajectory_scores where purpose = 'eval' and score between 0.05 and 0.95")
+        t
+        for (t,) in _rows(
+            cfg,
+            "select trajectory_id from trajectory_scores where purpose = 'eval' and score between 0.05 and 0.95",
+        )
     ]
     assert mixed
     page = dump_dom((out / "trajectories" / f"{mixed[0]}.html").as_uri(), tmp_path / "p3")
@@ -92,7 +100,9 @@ def test_list_filtered_by_rejection_reason(world, tmp_path):
     assert len(counts) >= 2, counts  # the world's memos make the filter decide more than one way
     total = _rows(cfg, "select count(*) from trajectories")[0][0]
     for reason, n in counts.items():
-        dom = dump_dom((out / "trajectories" / "index.html").as_uri() + f"#reason={reason}", tmp_path / reason)
+        dom = dump_dom(
+            (out / "trajectories" / "index.html").as_uri() + f"#reason={reason}", tmp_path / reason
+        )
         body = dom.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
         shown = re.findall(r'<tr data-reason="([^"]+)">', body)
         assert shown == [reason] * n
@@ -114,7 +124,9 @@ def test_show_prints_the_page_and_one_line_for_an_unknown_id(world, tmp_path, ca
 def test_show_on_the_tiny_distill_run(distilled, tmp_path):
     run = distilled.copy(tmp_path / "run")
     with closing(db.connect(run / "pipeline.duckdb", read_only=True)) as con:
-        (tid,) = con.execute("select trajectory_id from trajectories order by purpose, trajectory_id limit 1").fetchone()
+        (tid,) = con.execute(
+            "select trajectory_id from trajectories order by purpose, trajectory_id limit 1"
+        ).fetchone()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["show", tid, f"run.dir={run}"]) == 0
