@@ -53,11 +53,12 @@ def memo_for(room: Room, variant: int) -> str:
     return "\n\n".join([*kept, copied, false_claim]) + "\n"
 
 
-def trace_for(room: Room, room_id: str, purpose: str, index: int, memo: str) -> Trace:
+def trace_for(room: Room, room_id: str, purpose: str, index: int, memo: str, n_batches: int = 2) -> Trace:
+    """One call per document, in ``n_batches`` llm_batch rounds of the first turn; the last call fails."""
     prompts = [f"Report every diligence issue in {d.path}:\n{d.text}" for d in room.documents]
-    half = len(prompts) // 2
+    size = -(-len(prompts) // n_batches)
     calls, t = [], 1.0
-    for batch in (prompts[:half], prompts[half:]):
+    for batch in (prompts[i : i + size] for i in range(0, len(prompts), size)):
         end = t
         for j, p in enumerate(batch):
             issued = t + 0.001 * (j % 64)  # 64 in flight: a call waits for a slot, never for the whole batch
