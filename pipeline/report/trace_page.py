@@ -26,7 +26,7 @@ from pipeline.report.memo_marks import MarkedMemo, missing_of, unit_of
 from pipeline.report.trace_data import Batch, TraceView
 
 CUT_CHARS = 400  # characters of a subagent prompt or answer shown on the page
-CALLS_SHOWN = 20  # calls of a batch on the page; the rest on demand from the sidecar
+CALLS_SHOWN = 10  # calls of a batch on the page; the rest on demand from the sidecar
 CHUNK = 200  # calls per sidecar script
 ASSETS = Path(__file__).parent / "assets"
 REASONS = {
@@ -127,30 +127,27 @@ def _decision(view: TraceView) -> str:
     return f'<p class="decision {cls}" id="decision">Filter ({e(view.selection_id or "")}): {e(text)} [{e(reason)}].</p>'
 
 
-def _heat(share: float | None) -> str:
-    s = 0.0 if share is None else max(0.0, min(1.0, float(share)))
-    return f"hsl({int(120 * s)}, 65%, {int(88 - 30 * s)}%)"
-
-
 def _coverage(rows: list[dict]) -> str:
-    folders = [r for r in rows if r["scope"] == "all"]
+    """A heat strip drawn by the page's script on a canvas from compact JSON: a 5,000-document room
+    has thousands of folders, and a DOM node (or table row) per folder made its page slow to load."""
+    by: dict[str, dict[str, tuple[int, int]]] = {}
+    for r in rows:
+        by.setdefault(r["folder"], {})[r["scope"]] = (r["n_seen"], r["n_probes"])
+    folders = [
+        [name, s["all"][1], s["all"][0], s.get("root", (0, 0))[0], s.get("subagent", (0, 0))[0]]
+        for name, s in by.items()
+        if "all" in s
+    ]
     if not folders:
         return "<p>No coverage by folder recorded (run the grade stage).</p>"
-    cells = "".join(
-        f'<div style="background:{_heat(r["share"])}" title="{e(r["folder"])}: {r["n_seen"]}/{r["n_probes"]} probes '
-        f'({f.pct(r["share"])})"></div>'
-        for r in folders
-    )
-    rows_html = "".join(
-        f"<tr><td>{e(r['folder'])}</td><td>{e(r['scope'])}</td><td class=num>{r['n_seen']}/{r['n_probes']}</td>"
-        f"<td class=num>{f.pct(r['share'])}</td></tr>"
-        for r in rows
-    )
+    data = json.dumps(folders).replace("</", "<\\/")
     return (
-        f'<div class="strip" id="coverage-strip">{cells}</div><div class="legend">{len(folders)} folders, '
-        "one cell each in path order; colour from red (no probe seen) to green (all seen); hover for numbers.</div>"
-        f"<details><summary>by folder and scope</summary><table><tr><th>folder</th><th>scope</th><th>probes seen</th>"
-        f"<th>share</th></tr>{rows_html}</table></details>"
+        '<canvas id="coverage-strip" class="strip" width="1150" height="26"></canvas>'
+        f'<div class="legend" id="coverage-tip">{len(folders):,} folders, one cell each in path order; colour '
+        "from red (no probe seen) to green (all seen); hover for numbers.</div>"
+        f'<details id="coverage-details"><summary>by folder ({len(folders):,})</summary>'
+        '<table id="coverage-table"></table></details>'
+        f'<script type="application/json" id="coverage-data">{data}</script>'
     )
 
 
@@ -297,7 +294,7 @@ def write_page(view: TraceView, marked: MarkedMemo | None, out_dir: Path, label:
 lacks · red: a false claim or a flagged decoy · purple: text copied from the room, which satisfies nothing.
 Units are numbered as the judge numbered them.</p>
 {_memo(marked, view)}
-<h2>Criteria</h2>{_criteria(view.grades)}
+<h2>Criteria</h2><div class="lazy">{_criteria(view.grades)}</div>
 <h2>Root turns and subagent calls</h2>{turns}
 <script type="application/json" id="page-config">{json.dumps(config)}</script>
 <script>{(ASSETS / "trace.js").read_text()}</script>

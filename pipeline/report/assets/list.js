@@ -18,6 +18,9 @@
     var h = new URLSearchParams(location.hash.slice(1));
     keys.concat(["min", "max"]).forEach(function (k) { if (h.has(k)) el(k).value = h.get(k); });
   }
+  function esc(v) {
+    return String(v).replace(/[&<>"]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]; });
+  }
   function pct(v) { return v === null ? "–" : (100 * v).toFixed(1) + "%"; }
   function render() {
     var f = {}, h = new URLSearchParams();
@@ -29,11 +32,11 @@
       return s >= lo && s <= hi;
     });
     var html = shown.map(function (r) {
-      var id = r.href ? '<a href="' + r.href + '">' + r.id + "</a>" : r.id;
-      return "<tr data-reason=\"" + r.reason + "\"><td>" + id + "</td><td>" + r.policy + "</td><td>" + r.room +
-        "</td><td>" + r.purpose + "</td><td>" + r.status + "</td><td class=num>" + pct(r.score) +
-        "</td><td class=num>" + pct(r.coverage) + "</td><td class=num>" + r.cost.toFixed(4) + "</td><td>" +
-        r.reason + "</td></tr>";
+      var id = r.href ? '<a href="' + esc(r.href) + '">' + esc(r.id) + "</a>" : esc(r.id);
+      return "<tr data-reason=\"" + esc(r.reason) + "\"><td>" + id + "</td><td>" + esc(r.policy) + "</td><td>" +
+        esc(r.room) + "</td><td>" + esc(r.purpose) + "</td><td>" + esc(r.status) + "</td><td class=num>" +
+        pct(r.score) + "</td><td class=num>" + pct(r.coverage) + "</td><td class=num>" + r.cost.toFixed(4) +
+        "</td><td>" + esc(r.reason) + "</td></tr>";
     }).join("");
     body.innerHTML = html;
     count.textContent = shown.length + " of " + rows.length + " trajectories";

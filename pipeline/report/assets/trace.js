@@ -70,3 +70,38 @@
     }
   });
 })();
+
+// Coverage by folder: [folder, probes, seen by any model, by the root, by a subagent] per folder.
+(function () {
+  var node = document.getElementById("coverage-data");
+  if (!node) return;
+  var rows = JSON.parse(node.textContent), canvas = document.getElementById("coverage-strip");
+  var ctx = canvas.getContext("2d"), w = canvas.width / rows.length;
+  function share(r) { return r[1] ? r[2] / r[1] : 0; }
+  rows.forEach(function (r, i) {
+    var s = share(r);
+    ctx.fillStyle = "hsl(" + Math.round(120 * s) + ", 65%, " + Math.round(88 - 30 * s) + "%)";
+    ctx.fillRect(Math.floor(i * w), 0, Math.max(1, Math.ceil(w)), canvas.height);
+  });
+  var tip = document.getElementById("coverage-tip"), legend = tip.textContent;
+  canvas.addEventListener("mousemove", function (ev) {
+    var r = rows[Math.min(rows.length - 1, Math.floor((ev.offsetX * canvas.width) / canvas.clientWidth / w))];
+    tip.textContent = r[0] + ": " + r[2] + "/" + r[1] + " probes seen (" + (100 * share(r)).toFixed(1) +
+      "%); root " + r[3] + ", subagents " + r[4];
+  });
+  canvas.addEventListener("mouseleave", function () { tip.textContent = legend; });
+  var details = document.getElementById("coverage-details");
+  details.addEventListener("toggle", function () {
+    var table = document.getElementById("coverage-table");
+    if (table.rows.length) return;
+    var head = table.insertRow();
+    ["folder", "probes", "seen (any model)", "share", "seen by the root", "seen by subagents"].forEach(
+      function (h) { var th = document.createElement("th"); th.textContent = h; head.appendChild(th); });
+    rows.forEach(function (r) {
+      var tr = table.insertRow();
+      [r[0], r[1], r[2], (100 * share(r)).toFixed(1) + "%", r[3], r[4]].forEach(function (v, j) {
+        var td = tr.insertCell(); td.textContent = v; if (j) td.className = "num";
+      });
+    });
+  });
+})();
