@@ -29,12 +29,16 @@ def cost_section(
     s = Section("Cost")
     pngs: list[Path] = []
     all_free = not any(p["usd_per_mtok_in"] or p["usd_per_mtok_out"] for p in prices)
-    if all_free:
-        who = f" ({', '.join(embedded)})" if embedded else ""
+    if all_free and embedded:
         s.blocks.append(
-            f"Every model is priced at 0 USD{who}: the embedded models run on this machine and have no "
-            "per-token price, so each cost below is 0 by construction, not missing. Set "
-            "models.<role>.usd_per_mtok_in / usd_per_mtok_out to price served models."
+            f"Every model is priced at 0 USD ({', '.join(embedded)}): the embedded models run on this "
+            "machine and have no per-token price, so each cost below is 0 by construction, not missing. "
+            "Set models.<role>.usd_per_mtok_in / usd_per_mtok_out to price served models."
+        )
+    elif all_free:
+        s.blocks.append(
+            "No model has a price (models.<role>.usd_per_mtok_in / usd_per_mtok_out are 0): every cost "
+            "below is 0 until prices are set."
         )
     if prices:
         s.blocks.append(

@@ -69,7 +69,7 @@ def test_report_links_to_a_page_that_marks_the_memo(world, tmp_path):
     assert '<span class="k">for</span>' in page  # code highlighted by Pygments
 
 
-def test_cut_subagent_text_loads_in_full_from_the_sidecar(world, tmp_path):
+def test_cut_subagent_texts_and_calls_load_from_the_sidecar(world, tmp_path):
     cfg, out = world
     (tid, call, prompt) = _rows(
         cfg,
@@ -82,8 +82,10 @@ def test_cut_subagent_text_loads_in_full_from_the_sidecar(world, tmp_path):
     probe = f"""<script>window.addEventListener("load", function () {{
       var b = document.querySelector('button.full[data-call="{call}"][data-field="p"]');
       var pre = b.previousElementSibling; b.click();
+      document.querySelectorAll("button.more").forEach(function (m) {{ m.click(); }});
       setTimeout(function () {{ var o = document.createElement("pre"); o.id = "probe";
-        o.textContent = pre.textContent.length; document.body.appendChild(o); }}, 1000);
+        o.textContent = pre.textContent.length + " " + document.querySelectorAll("details.call").length;
+        document.body.appendChild(o); }}, 1000);
     }});</script>"""
     copy = out / "trajectories" / f"probe-{tid}.html"  # beside the page, so its sidecar path resolves
     copy.write_text(html.replace("</body>", probe + "</body>"))
@@ -91,7 +93,11 @@ def test_cut_subagent_text_loads_in_full_from_the_sidecar(world, tmp_path):
         dom = dump_dom(copy.as_uri(), tmp_path / "p")
     finally:
         copy.unlink()
-    assert re.search(r'<pre id="probe">(\d+)</pre>', dom).group(1) == str(len(prompt))
+    full, calls = re.search(r'<pre id="probe">(\d+) (\d+)</pre>', dom).groups()
+    assert full == str(len(prompt))
+    # batches longer than the page shows: "show N more calls" brought every call of the trajectory
+    assert "show " in html and " more calls</button>" in html
+    assert int(calls) == _rows(cfg, "select count(*) from subcalls where trajectory_id = ?", [tid])[0][0]
 
 
 def test_list_filtered_by_rejection_reason(world, tmp_path):

@@ -96,7 +96,7 @@ def trace_for(room: Room, room_id: str, purpose: str, index: int, memo: str, n_b
     )
 
 
-def build(run_dir: Path, n_documents: int = 16, tokens_per_document: int = 250, k: int = 3) -> PipelineConfig:
+def build(run_dir: Path, n_documents: int = 24, tokens_per_document: int = 250, k: int = 3) -> PipelineConfig:
     """A run folder with one train and one held-out room, ``k`` trajectories each, graded and filtered."""
     cfg = PipelineConfig()
     cfg.run.dir = str(run_dir)
