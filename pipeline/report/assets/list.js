@@ -2,7 +2,7 @@
 // browser (no server, works from file://). The URL hash holds the filters
 // (#reason=score&room=room-1), so the report can link to a filtered list.
 (function () {
-  var rows = JSON.parse(document.getElementById("rows").textContent);
+  var rows = JSON.parse(document.getElementById("rows").textContent), SHOWN = 2000;
   var keys = ["policy", "room", "purpose", "status", "reason"];
   var body = document.querySelector("#list tbody"), count = document.getElementById("count");
   function el(id) { return document.getElementById("f-" + id); }
@@ -31,7 +31,8 @@
       var s = r.score === null ? -1 : r.score;
       return s >= lo && s <= hi;
     });
-    var html = shown.map(function (r) {
+    // a run of many thousand trajectories: the table holds the first SHOWN matches, the count says so
+    var html = shown.slice(0, SHOWN).map(function (r) {
       var id = r.href ? '<a href="' + esc(r.href) + '">' + esc(r.id) + "</a>" : esc(r.id);
       return "<tr data-reason=\"" + esc(r.reason) + "\"><td>" + id + "</td><td>" + esc(r.policy) + "</td><td>" +
         esc(r.room) + "</td><td>" + esc(r.purpose) + "</td><td>" + esc(r.status) + "</td><td class=num>" +
@@ -39,7 +40,8 @@
         "</td><td>" + esc(r.reason) + "</td></tr>";
     }).join("");
     body.innerHTML = html;
-    count.textContent = shown.length + " of " + rows.length + " trajectories";
+    count.textContent = shown.length + " of " + rows.length + " trajectories" +
+      (shown.length > SHOWN ? " (the first " + SHOWN + " listed: narrow the filters)" : "");
     history.replaceState(null, "", "#" + h.toString());
   }
   fromHash();
