@@ -31,9 +31,15 @@ def score_vs_cost(rows: Sequence[dict], labels: dict[str, str], path: Path, all_
             s=30,
             alpha=0.75,
             color=colours[pid],
-            label=f"{labels.get(pid, pid)} ({len(mine)} room x purpose)",
+            label=f"{labels.get(pid, pid)} ({len(mine)} rooms)",
         )
+        if len(pts) <= 30:  # room names while they stay legible
+            for r in mine:
+                ax.annotate(r["room_id"], (float(r["cost_usd"]), 100 * float(r["score"])), fontsize=7,
+                            xytext=(4, 3), textcoords="offset points")  # fmt: skip
     ax.set_ylim(-3, 103)
+    # from zero: the spread of cost across rooms reads against its size
+    ax.set_xlim(left=0, right=max(float(r["cost_usd"]) for r in pts) * 1.15 or 1.0)
     ax.set_xlabel(
         "mean cost per trajectory (USD)" + (" — all 0: embedded models, no price" if all_free else "")
     )
