@@ -13,6 +13,7 @@ from pipeline import db
 from pipeline.cli import main
 from pipeline.config import ConfigError, load_config
 from pipeline.costs import price_rows
+from pipeline.evaluation import mart_in_rooms
 
 PRICES = {"root": (3.0, 15.0), "subagent": (0.5, 2.0)}
 
@@ -54,6 +55,12 @@ def test_embedded_models_cost_zero_and_say_so(world):
     assert "(score_vs_cost.png)" in cost and "(root_token_share.png)" in cost
     with closing(db.connect(cfg.run.db_path, read_only=True)) as con:
         assert con.execute("select max(cost_usd), count(*) from trajectory_scores").fetchone()[0] == 0
+        # evaluate reads the marts under CTEs that shadow trajectory_scores: the cost columns must bind there too
+        rooms = [r for (r,) in con.execute("select distinct room_id from trajectories").fetchall()]
+        (pid,) = con.execute("select any_value(policy_id) from trajectories").fetchone()
+        for mart in ("policy_summary", "room_policy_summary"):
+            rows = mart_in_rooms(con, mart, rooms, "policy_id = $pid and purpose = 'eval'", {"pid": pid})
+            assert rows and all(r["cost_usd"] == 0 for r in rows)
 
 
 @pytest.mark.slow
