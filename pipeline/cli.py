@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
         "lineage", help="print what a policy, dataset or selection was made from, down to the rooms"
     )
     lin.add_argument("id", help="a policy, dataset or selection id")
+    show = sub.add_parser(
+        "show", help="write one trajectory's page (turns, subagent calls, marked memo) and print its path"
+    )
+    show.add_argument("trajectory_id")
 
     q = sub.add_parser("sql", help="run SQL against the run's warehouse and print a table")
     q.add_argument("query", nargs="?", help="a SQL statement")
@@ -203,6 +207,15 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         con = _open_warehouse(cfg, read_only=True)
         try:
             print(lineage.render(lineage.chain(con, args.id)))
+        finally:
+            con.close()
+        return 0
+    if args.command == "show":
+        from pipeline.report.trace_pages import write_one
+
+        con = _open_warehouse(cfg, read_only=True)
+        try:
+            print(write_one(con, cfg, args.trajectory_id))
         finally:
             con.close()
         return 0

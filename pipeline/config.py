@@ -93,6 +93,12 @@ class BackendConfig:
     max_batch: int = _f(8, "local: most requests merged into one generate call")
     device: str = _f("cpu", "local: torch device")
     dtype: str = _f("float32", "local: torch dtype name")
+    usd_per_mtok_in: float = _f(
+        0.0,
+        "price in USD per million prompt tokens (0 for the embedded local and extractive models, "
+        "which run on the machine itself); costs in trajectory_scores and the report use it",
+    )
+    usd_per_mtok_out: float = _f(0.0, "price in USD per million completion tokens (0 for embedded models)")
 
 
 @dataclass

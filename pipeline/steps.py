@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import db, evaluation, lineage, sampling
+from pipeline import costs, db, evaluation, lineage, sampling
 from pipeline.config import PipelineConfig
 from pipeline.errors import UserError
 from pipeline.metrics import headline
@@ -53,6 +53,7 @@ def sample(
 ) -> Sampled:
     """Top every (room, policy) up to k trajectories."""
     with db.stage_run(con, "sample", cfg.hash("sample", "harness", "sampling", "models")) as counts:
+        costs.record_prices(con, cfg)  # what these tokens cost (the marts' cost columns)
         register_policy(con, policy)
         made = sampling.sample_policy(con, cfg, policy, rooms, k, purpose, desc=desc)
         counts.update(policy_id=policy.policy_id, rooms=len(rooms), **made)

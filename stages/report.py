@@ -6,8 +6,11 @@ Reads only the warehouse (tables evaluations, policies, train_runs,
 train_logs, nightly_rounds, stage_runs, selections, grades; views
 trajectory_scores, policy_summary, room_policy_summary and
 rejection_funnel) and writes ``<run.dir>/report/``: ``report.html``
-(self-contained: plots embedded as data URIs), ``report.md`` and the plots
-as ``*.png``. Opens with the headline — base vs SFT held-out headline score with
+(self-contained: plots embedded as data URIs), ``report.md``, the plots
+as ``*.png``, and ``trajectories/``: a page per held-out and filtered
+trajectory and a list page with filters (pipeline.report.trace_pages).
+It first records the config's model prices (table model_prices), which the
+marts' cost columns use. Opens with the headline — base vs SFT held-out headline score with
 95% bootstrap intervals and the paired lift — then plots (score vs
 coverage, base vs SFT per held-out room, rejection funnel, training loss,
 delegation vs room size) and tables (per-policy evaluation, the behaviour
@@ -23,7 +26,7 @@ from __future__ import annotations
 from contextlib import closing
 from pathlib import Path
 
-from pipeline import db
+from pipeline import costs, db
 from pipeline.config import PipelineConfig
 from pipeline.report.build import write
 
@@ -32,6 +35,7 @@ def run(cfg: PipelineConfig) -> dict:
     out = Path(cfg.run.dir) / "report"
     with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
         with db.stage_run(con, "report", cfg.hash()) as counts:
+            costs.record_prices(con, cfg)  # the marts price tokens from this table
             top, sections, pngs = write(con, cfg, out)
             # relative to the run folder, as every path the warehouse keeps
             counts.update(report="report/report.html", plots=len(pngs), sections=len(sections), headline=top)

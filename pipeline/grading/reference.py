@@ -407,6 +407,14 @@ class ReferenceGrader:
                 expected += truth.chance.get(kind, 0.0)
         return n_true, false, expected
 
+    def claims(self, prepared) -> tuple[int, list[str]]:
+        """(true claims, false claims as 'kind @ refs') of prepared units, as ``grade`` judges them.
+
+        The trajectory page (pipeline.report.memo_marks) asks it one unit at a time.
+        """
+        n_true, false, _ = self._claims(prepared)
+        return n_true, false
+
     def readable(self, memo: str) -> str:
         """The memo as this grader reads it (budget, quotation and repeats cut out): what an LLM judge is shown."""
         return "\n\n".join(u for u, _, _ in self.read(memo).units)

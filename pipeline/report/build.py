@@ -9,13 +9,15 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import db
+from pipeline import costs, db
 from pipeline.config import PipelineConfig
 from pipeline.grading.agreement import agreement_report
 from pipeline.grading.judge_check import latest_check
-from pipeline.report import data, sections
+from pipeline.report import data, sections, trace_data, trace_pages
+from pipeline.report.cost_section import cost_section
 from pipeline.report.known_answers import known_answers_section
 from pipeline.report.render import Section, to_html, to_markdown
+from pipeline.report.trace_sections import trajectories_to_read
 
 TITLE = "RLM root self-distillation report"
 # The published reference this pipeline mirrors (GLM-5.2 root, 20 held-out rooms).
@@ -40,6 +42,14 @@ def build(
     )
     training, training_png = sections.training_section(data.train_runs(con), data.train_logs(con), out)
     pngs += [p for p in (funnel_png, training_png) if p]
+    summaries = data.policy_summaries(con)
+    cost, cost_pngs = cost_section(
+        data.model_prices(con), costs.embedded(cfg), summaries, data.room_policy_rows(con), labels, out
+    )
+    pngs += cost_pngs
+    selection_id = selection[0] if selection else None
+    links = trace_pages.write_all(con, cfg, out, labels, selection_id)
+    to_read = trajectories_to_read(trace_data.trajectory_rows(con, selection_id), labels, links)
     optional = [
         sections.agreement_section(agreement_report(con), latest_check(con)),
         sections.nightly_section(labels, data.nightly_rounds(con)),
@@ -56,8 +66,10 @@ def build(
         figures,
         sections.evaluation_section(labels, eval_id, eval_rows, n_evals),
         known_answers_section(con, labels, eval_rows),
-        sections.trajectories_section(labels, data.policy_summaries(con)),
+        sections.trajectories_section(labels, summaries),
+        to_read,
         funnel,
+        cost,
         training,
         *[s for s in optional if s],
         metadata,

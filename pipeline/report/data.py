@@ -125,3 +125,12 @@ def sandbox_levels(con: duckdb.DuckDBPyConnection) -> str:
         "where harness = 'rlm' group by 1 order by 2 desc, 1"
     ).fetchall()
     return ", ".join(f"{level}: {n}" for level, n in rows) or "no trajectories"
+
+
+def room_policy_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """room_policy_summary: mean score and cost per (room, policy, purpose)."""
+    return db.fetch_dicts(con, "select * from room_policy_summary order by policy_id, purpose, room_id")
+
+
+def model_prices(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    return db.fetch_dicts(con, "select * from model_prices order by role, model")

@@ -3,6 +3,7 @@
 The HTML is self-contained (figures embedded as base64 PNG data URIs, CSS
 inline, no scripts, nothing fetched), so it can be mailed or archived as one
 file; the Markdown holds the same tables and refers to the PNGs next to it.
+Links (trajectory pages) are relative and point into ``trajectories/`` beside it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,17 @@ import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+@dataclass
+class Link:
+    """A table cell or paragraph that links elsewhere (a trajectory page), relative to the report."""
+
+    text: str
+    href: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass
@@ -30,7 +42,7 @@ class Image:
 @dataclass
 class Section:
     title: str
-    blocks: list[str | Table | Image] = field(default_factory=list)  # a str is a paragraph
+    blocks: list[str | Table | Image | Link] = field(default_factory=list)  # a str is a paragraph
 
 
 CSS = """
@@ -48,7 +60,9 @@ p.headline { font-size: 1.15em; background: #f5f8ff; border-left: 4px solid #1f7
 """
 
 
-def _md_cell(text: str) -> str:
+def _md_cell(text: str | Link) -> str:
+    if isinstance(text, Link):
+        return f"[{_md_cell(text.text)}]({text.href})"
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -74,6 +88,8 @@ def to_markdown(title: str, sections: list[Section]) -> str:
                 out.append("")
             elif isinstance(b, Image):
                 out += [f"![{b.caption}]({b.path.name})", "", f"*{b.caption}*", ""]
+            elif isinstance(b, Link):
+                out += [_md_cell(b), ""]
             else:
                 out += [b, ""]
     return "\n".join(out).rstrip() + "\n"
@@ -81,6 +97,13 @@ def to_markdown(title: str, sections: list[Section]) -> str:
 
 def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _html_cell(c: object) -> str:
+    e = html.escape
+    if isinstance(c, Link):
+        return f'<td><a href="{e(c.href)}">{e(c.text)}</a></td>'
+    return f'<td class="num">{e(str(c))}</td>' if _is_num(c) else f"<td>{e(str(c))}</td>"
 
 
 def to_html(title: str, sections: list[Section], headline: str = "") -> str:
@@ -105,10 +128,7 @@ def to_html(title: str, sections: list[Section], headline: str = "") -> str:
                     + "</tr></thead><tbody>"
                 )
                 for row in b.rows:
-                    cells = "".join(
-                        f'<td class="num">{e(str(c))}</td>' if _is_num(c) else f"<td>{e(str(c))}</td>"
-                        for c in row
-                    )
+                    cells = "".join(_html_cell(c) for c in row)
                     out.append(f"<tr>{cells}</tr>")
                 out.append("</tbody></table>")
             elif isinstance(b, Image):
@@ -116,6 +136,8 @@ def to_html(title: str, sections: list[Section], headline: str = "") -> str:
                     f'<figure><img src="{_data_uri(b.path)}" alt="{e(b.caption)}">'
                     f"<figcaption>{e(b.caption)}</figcaption></figure>"
                 )
+            elif isinstance(b, Link):
+                out.append(f'<p><a href="{e(b.href)}">{e(b.text)}</a></p>')
             elif headline and b == headline:
                 out.append(f'<p class="headline" id="headline">{e(b)}</p>')
             else:

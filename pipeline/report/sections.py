@@ -14,6 +14,7 @@ from pathlib import Path
 from pipeline.config import PipelineConfig
 from pipeline.metrics import BEHAVIOUR, base_first, by_policy
 from pipeline.report import plots
+from pipeline.report.cost_section import usd
 from pipeline.report.formatting import MISSING, fmt, pct, pct_ci, pts_ci
 from pipeline.report.render import Image, Section, Table
 
@@ -218,14 +219,21 @@ def funnel_section(
         s.blocks.append(
             Image(png, f"Rejection funnel of selection {sid}: trajectories left after each rule.")
         )
-    headers = ["room"] + [name for _, name in plots.FUNNEL_STEPS] + ["acceptance"]
-    table = Table(headers, [], f"Selection {sid}; params {params}")
+    headers = (
+        ["room"] + [name for _, name in plots.FUNNEL_STEPS] + ["acceptance", "cost (USD)", "USD per accepted"]
+    )
+    table = Table(
+        headers,
+        [],
+        f"Selection {sid}; params {params}. Cost: sampling every trajectory of the row, and that per accepted training example.",
+    )
     for r in rows:
         vals = [int(r[k] or 0) for k, _ in plots.FUNNEL_STEPS]
         table.rows.append(
             [r["room_id"] or "all rooms"]
             + [str(v) for v in vals]
             + [pct(vals[-1] / vals[0] if vals[0] else None)]
+            + [usd(r.get("cost_usd")), usd(r.get("cost_per_accepted_usd"))]
         )
     s.blocks.append(table)
     return s, png

@@ -33,7 +33,14 @@ final as (
         corr(n_subcalls, room_n_tokens) as calls_tokens_corr,
         avg(memo_before_delegation_done::int) as memo_before_delegation_done,
         avg(n_turns) as turns,
-        avg(wall_s) as wall_s
+        avg(wall_s) as wall_s,
+        -- mean USD per trajectory at the prices in model_prices (0 for embedded models)
+        avg(scores.cost_usd) as cost_usd,
+        sum(scores.cost_usd) as total_cost_usd,
+        -- the root's share of all input (prompt) and output (completion) tokens
+        sum(root_prompt_tokens) / nullif(sum(root_prompt_tokens + sub_prompt_tokens), 0) as root_share_in,
+        sum(root_completion_tokens) / nullif(sum(root_completion_tokens + sub_completion_tokens), 0)
+            as root_share_out
     from scores
     group by policy_id, purpose
 )

@@ -20,7 +20,9 @@ final as (
         avg("precision") as "precision",
         avg(coverage) as coverage,
         avg(finished::int) as finished_rate,
-        avg(n_subcalls) as subcalls
+        avg(n_subcalls) as subcalls,
+        -- mean USD per trajectory at the prices in model_prices (0 for embedded models)
+        avg(cost_usd) as cost_usd
     from scores
     group by room_id, policy_id, purpose
 )

@@ -1,4 +1,5 @@
 -- depends_on: stg_trajectories, stg_rooms, stg_reference_memo_scores, stg_reference_grades, stg_coverage
+-- depends_on: stg_trajectory_cost
 -- One row per trajectory: scores from the reference judge (its newest grader
 -- version for the trajectory), coverage,
 -- and the behaviour metrics of the reference report. Everything downstream
@@ -24,6 +25,10 @@ src_grades as (
     from stg_reference_grades
     where is_trap is not null
     qualify grader_version = max(grader_version) over (partition by trajectory_id)
+),
+
+src_cost as (
+    select * from stg_trajectory_cost
 ),
 
 src_coverage as (
@@ -99,12 +104,22 @@ final as (
         t.wall_s,
         r.split as room_split,
         r.n_documents as room_n_documents,
-        r.n_tokens as room_n_tokens
+        r.n_tokens as room_n_tokens,
+        -- tokens by role, input (prompt) and output (completion), for the root's share of each
+        k.root_prompt_tokens,
+        k.root_completion_tokens,
+        k.sub_prompt_tokens,
+        k.sub_completion_tokens,
+        -- USD at the prices in model_prices (0 for the embedded models; see stg_trajectory_cost)
+        k.root_cost_usd,
+        k.subagent_cost_usd,
+        k.root_cost_usd + k.subagent_cost_usd as cost_usd
     from src_trajectories as t
     left join src_memo_scores as m using (trajectory_id)
     left join scores as s using (trajectory_id)
     left join cov as c using (trajectory_id)
     left join src_rooms as r using (room_id)
+    left join src_cost as k using (trajectory_id)
 )
 
 select * from final

@@ -216,11 +216,13 @@ def test_report_files_and_numbers(built):
         "delegation_vs_size.png",
         "heldout_rooms.png",
         "rejection_funnel.png",
+        "root_token_share.png",
+        "score_vs_cost.png",
         "score_vs_coverage.png",
         "training_loss.png",
     ]
     assert all((out / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-    assert counts["plots"] == 5
+    assert counts["plots"] == 7
 
     # Headline: base and SFT with intervals, and the paired lift.
     head = md.split("## Headline", 1)[1].split("##", 1)[0]
@@ -256,7 +258,7 @@ def test_report_files_and_numbers(built):
     # Markdown refers to the PNGs next to it; the HTML embeds them and fetches nothing.
     assert "![" in md and "(heldout_rooms.png)" in md
     srcs = re.findall(r'<img src="([^"]+)"', html)
-    assert len(srcs) == 5 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == 7 and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert "http://" not in html and "https://" not in html
     # The stage recorded itself.
     con = db.connect(cfg.run.db_path)
@@ -318,5 +320,5 @@ def test_report_renders_in_headless_chromium(built, tmp_path):
     m = re.search(r'<pre id="img-probe">(.*?)</pre>', dom, re.DOTALL)
     assert m, "probe script did not run:\n" + dom[-1500:]
     images = json.loads(m.group(1).replace("&quot;", '"'))
-    assert len(images) == 5
+    assert len(images) == 7
     assert all(i["complete"] and i["width"] > 0 and i["height"] > 0 for i in images), images
