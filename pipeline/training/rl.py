@@ -81,7 +81,8 @@ class RLPlan:
 def config_hash(cfg: PipelineConfig) -> str:
     """What shapes the weights: the rl section (less the start policy and evaluation), the judge budget, the seed."""
     r = asdict(cfg.rl)
-    for key in ("policy", "evaluate"):
+    # rl.steps is left out: running again with more steps continues the same run from its last checkpoint.
+    for key in ("policy", "evaluate", "steps"):
         r.pop(key, None)
     return content_hash({"rl": r, "grade_budget": cfg.grade.budget_words, "seed": cfg.run.seed}, length=16)
 
@@ -573,10 +574,19 @@ def _record_policy(
     }
 
 
-def already_trained(plan: RLPlan) -> bool:
+def finished_steps(con: duckdb.DuckDBPyConnection, plan: RLPlan) -> int:
+    return con.execute("select count(*) from rl_steps where rl_id = ?", [plan.rl_id]).fetchone()[0]
+
+
+def already_trained(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> bool:
+    """The run finished rl.steps steps and its adapter is on disk: nothing to do."""
     from pipeline.training.plan import adapter_complete
 
-    return plan.status == "ok" and adapter_complete(plan.adapter_dir)
+    return (
+        plan.status == "ok"
+        and adapter_complete(plan.adapter_dir)
+        and finished_steps(con, plan) >= cfg.rl.steps
+    )
 
 
 def finished_counts(con: duckdb.DuckDBPyConnection, plan: RLPlan) -> dict[str, Any]:
