@@ -38,7 +38,8 @@ def build(
         selection, data.funnel_rows(con, selection[0]) if selection else [], out
     )
     training, training_png = sections.training_section(data.train_runs(con), data.train_logs(con), out)
-    pngs += [p for p in (funnel_png, training_png) if p]
+    rl, rl_png = sections.rl_section(labels, data.rl_steps(con), eval_rows, out)
+    pngs += [p for p in (funnel_png, training_png, rl_png) if p]
     optional = [
         sections.agreement_section(agreement_report(con)),
         sections.nightly_section(labels, data.nightly_rounds(con)),
@@ -58,6 +59,7 @@ def build(
         sections.trajectories_section(labels, data.policy_summaries(con)),
         funnel,
         training,
+        *([rl] if rl else []),
         *[s for s in optional if s],
         metadata,
     ]

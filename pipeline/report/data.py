@@ -125,3 +125,11 @@ def sandbox_levels(con: duckdb.DuckDBPyConnection) -> str:
         "where harness = 'rlm' group by 1 order by 2 desc, 1"
     ).fetchall()
     return ", ".join(f"{level}: {n}" for level, n in rows) or "no trajectories"
+
+
+def rl_steps(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
+    """rl_id -> its steps (the rl_step_summary mart), in order."""
+    by: dict[str, list[dict]] = {}
+    for r in db.fetch_dicts(con, "select * from rl_step_summary order by rl_id, step"):
+        by.setdefault(r["rl_id"], []).append(r)
+    return by

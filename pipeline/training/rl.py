@@ -471,6 +471,14 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
 
     from pipeline.training.sft import lora_config
 
+    from accelerate import PartialState
+
+    if PartialState().num_processes > 1:
+        # Every rollout is written and graded by the one process that holds the warehouse (DuckDB has one
+        # writer); rollouts from several ranks would have to be gathered to it first, which is not built yet.
+        raise RLError(
+            "rl: runs in one process for now; start it with python -m pipeline, not accelerate launch"
+        )
     check_config(cfg)
     if plan.start.adapter:
         raise RLError(
