@@ -464,14 +464,13 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
+    from accelerate import PartialState
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
     from pipeline.training.sft import lora_config
-
-    from accelerate import PartialState
 
     if PartialState().num_processes > 1:
         # Every rollout is written and graded by the one process that holds the warehouse (DuckDB has one
