@@ -223,7 +223,9 @@ class RoomRollouts:
         with db.transaction(self.con):
             self.con.executemany(
                 "insert into rl_rollouts (rl_id, step, slot, room_id, trajectory_id, reward) values (?, ?, ?, ?, ?, ?) "
-                "on conflict do nothing",
+                # A step redone after a kill records what it trains on now.
+                "on conflict do update set room_id = excluded.room_id, trajectory_id = excluded.trajectory_id, "
+                "reward = excluded.reward",
                 [
                     [self.plan.rl_id, step, s, j.room, j.trajectory_id, r]
                     for s, (j, r) in enumerate(zip(jobs, rewards, strict=True))
