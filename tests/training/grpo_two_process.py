@@ -22,7 +22,8 @@ def main(model_path: str, out_path: str) -> None:
     from pipeline.llm.base import GenerationParams
     from pipeline.training.rollouts import make_rollout_func, reward_from_rollout, single_turn_runner
 
-    state = PartialState()
+    # CPU with two processes: accelerate's MULTI_CPU state (gloo) needs cpu=True before anything else starts it.
+    state = PartialState(cpu=True)
     torch.set_num_threads(1)  # two processes on a small shared machine
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)

@@ -24,7 +24,8 @@ def test_grpo_step_on_two_processes(smollm2_path, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [
-        exe, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        # --multi_gpu is accelerate's torchrun launcher; with no GPU and cpu=True in the script it is gloo on CPU.
+        exe, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
         "--dynamo_backend", "no", "-m", "tests.training.grpo_two_process", str(smollm2_path), str(out),
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
