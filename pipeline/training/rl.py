@@ -285,6 +285,10 @@ class RoomRollouts:
             live = LivePolicy(trainer, root_backend_config(policy, cfg), self.tokenizer, policy.policy_id)
             root = live.__enter__()
         else:
+            from pipeline.policies import serve_policy
+
+            # A resumed run talks to a server that may not serve this step's module yet.
+            serve_policy(policy, cfg)
             root = make_backend(root_backend_config(policy, cfg))
         gate = asyncio.Semaphore(cfg.sample.concurrency)
 
