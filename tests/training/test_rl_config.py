@@ -33,3 +33,10 @@ def test_generation_mode_and_resumable_hash():
     # More steps continue the same run; a different learning rate is another run.
     assert config_hash(load_config("tiny", ["rl.steps=9"])) == config_hash(tiny)
     assert config_hash(load_config("tiny", ["rl.learning_rate=0.5"])) != config_hash(tiny)
+
+
+def test_nightly_method_is_sft_or_rl(tmp_path):
+    from stages import nightly
+
+    with pytest.raises(ConfigError, match="nightly.method"):
+        nightly.run(load_config("tiny", [f"run.dir={tmp_path}", "nightly.method=ppo"]))
