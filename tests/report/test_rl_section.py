@@ -45,3 +45,24 @@ def test_band_and_the_reward_rising_while_heldout_falls(tmp_path):
     text = " ".join(b for b in section.blocks if isinstance(b, str))
     assert "reward rose while the held-out score fell" in text
     assert sections.rl_section({}, {}, [], tmp_path) == (None, None)
+
+
+def test_rl_policies_are_labelled_rl(tmp_path):
+    from pipeline.policies import Policy, register_policy
+
+    con = db.connect(tmp_path / "w.duckdb")
+    try:
+        start = Policy(base_model="m", backend="local", prompt="p", harness="rlm")
+        step = Policy("m", "local", "p", "rlm", adapter="adapters/rl-1/steps/step-1", parent_id=start.policy_id,
+                      train_id="rl-1")  # fmt: skip
+        final = Policy(
+            "m", "local", "p", "rlm", adapter="adapters/rl-1", parent_id=start.policy_id, train_id="rl-1"
+        )
+        for p in (start, step, final):
+            register_policy(con, p)
+        labels = data.policy_labels(con)
+    finally:
+        con.close()
+    assert final.policy_id.startswith("grpo-") and step.policy_id.startswith("grpo-")
+    assert labels[final.policy_id] == "RL" and labels[step.policy_id] == "RL step 1 (rl-1)"
+    assert labels[start.policy_id] == "base"
