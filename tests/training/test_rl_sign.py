@@ -96,4 +96,5 @@ def test_three_grpo_steps_raise_the_paid_behaviour(smollm2_path, tmp_path):
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     assert len(rewards) == 3
     after = p_first_token(trainer.model, tokenizer, "The")
+    print(f"P(reply starts with 'The'): {before:.3f} -> {after:.3f}; reward per step {rewards}")
     assert after > before + 0.05, (before, after, rewards)
