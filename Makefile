@@ -18,7 +18,7 @@ ARGS ?=
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup distill test test-fast bench nightly sql lint clean browser sandbox-tools vllm-env serve
+.PHONY: help setup distill rl test test-fast bench nightly sql lint clean browser sandbox-tools vllm-env serve
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ browser: ## install headless Chromium for the report test (Debian; skipped when 
 
 distill: $(STAMP) sandbox-tools $(MANAGED) ## run the whole pipeline once on the embedded default recipe (root on vLLM)
 	$(PY) -m pipeline --recipe $(RECIPE) distill $(ARGS)
+
+rl: $(STAMP) sandbox-tools $(MANAGED) ## GRPO on the root from the champion, evaluated on held-out rooms (docs/rl.md)
+	$(PY) -m pipeline --recipe $(RECIPE) rl $(ARGS)
 
 nightly: $(STAMP) sandbox-tools $(MANAGED) ## run one nightly improvement round (safe to schedule)
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)

@@ -41,7 +41,7 @@ DEFAULT_INPUTS = {
 # Room actions that only read the warehouse: they leave the run folder as it is.
 READ_ONLY_ROOM_ACTIONS = {"list", "show", "export"}
 # Commands that call models: with serve.manage they start the recipe's local servers first.
-MODEL_COMMANDS = {"sample", "grade", "evaluate", "distill", "nightly"}
+MODEL_COMMANDS = {"sample", "grade", "rl", "evaluate", "distill", "nightly"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
             )
         if name == "train":
             sp.add_argument("--dataset", help="dataset id to train on (default: the newest dataset run's)")
+        if name == "rl":
+            sp.add_argument("--policy", help="policy id to start GRPO from (default: the champion, printed)")
         if name == "evaluate":
             sp.add_argument(
                 "--policy",
@@ -235,6 +237,8 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         return rooms.cli(cfg, args)
     if args.command in DEFAULT_INPUTS:
         _fill_inputs(args, cfg)
+    if args.command == "rl":
+        _fill_rl_policy(args, cfg)
     command = f"rooms {args.action}" if args.command == "rooms" else args.command
     with (
         run_folder.recorded(cfg, argv, command, args.recipe) as record,
@@ -259,6 +263,22 @@ def _open_warehouse(cfg: PipelineConfig, read_only: bool):
     if not cfg.run.db_path.exists():
         raise UserError(f"{cfg.run.db_path}: no warehouse (run the earlier stages first)")
     return db.connect(cfg.run.db_path, read_only=read_only, lock_timeout_s=cfg.run.lock_timeout_s)
+
+
+def _fill_rl_policy(args: argparse.Namespace, cfg: PipelineConfig) -> None:
+    """The CLI edge of `rl`: --policy or rl.policy wins; else the champion (the base until one beat it), printed."""
+    if args.policy:
+        cfg.rl.policy = args.policy
+    if cfg.rl.policy:
+        return
+    from pipeline import champion
+
+    con = _open_warehouse(cfg, read_only=False)
+    try:
+        cfg.rl.policy = champion.current(con, cfg)
+    finally:
+        con.close()
+    print(f"rl: starting from the champion, policy {cfg.rl.policy}", flush=True)
 
 
 def _fill_inputs(args: argparse.Namespace, cfg: PipelineConfig) -> None:

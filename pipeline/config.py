@@ -223,6 +223,43 @@ class TrainConfig:
 
 
 @dataclass
+class RLConfig:
+    policy: str = _f(
+        "",
+        "policy to start from (--policy); empty: the CLI takes the champion and prints it",
+    )
+    steps: int = _f(6, "GRPO optimiser steps")
+    num_generations: int = _f(4, "rollouts per room and step (the GRPO group)")
+    rollouts_per_step: int = _f(
+        8, "rollouts per optimiser step, over all processes (a multiple of num_generations)"
+    )
+    micro_batch: int = _f(
+        1, "sequences per forward/backward pass on one process (the rest is gradient accumulation)"
+    )
+    learning_rate: float = _f(1e-4, "peak learning rate of the LoRA weights")
+    beta: float = _f(0.0, "KL coefficient against the start policy (0: no reference model, TRL's default)")
+    loss_type: str = _f("dapo", "GRPO loss aggregation (TRL loss_type: dapo | grpo | dr_grpo | bnpo ...)")
+    max_length: int = _f(
+        4096, "tokens of one rollout (prompt + multi-turn completion) fed to the update; longer ones are cut"
+    )
+    generation: str = _f(
+        "auto",
+        "where rollouts are generated: in_process (the trainer's own model, no server) | server (the root's "
+        "vLLM, each step's adapter loaded as a new LoRA module) | auto (server when the start policy's backend "
+        "is openai, else in_process)",
+    )
+    split: str = _f("train", "room split the rollouts are drawn from")
+    rooms: list[str] = _f([], "only these rooms (empty: every room of rl.split)")
+    gradient_checkpointing: bool = _f(
+        True, "recompute activations in the backward pass (long rollouts fit in memory)"
+    )
+    evaluate: bool = _f(
+        True, "evaluate the trained policy against its start on held-out rooms and apply the champion rule"
+    )
+    extra: dict[str, Any] = _f({}, "further GRPOConfig fields passed through unchanged (win over the above)")
+
+
+@dataclass
 class EvaluateConfig:
     k: int = _f(4, "trajectories per held-out room and policy")
     bootstrap: int = _f(2000, "bootstrap resamples over rooms")
@@ -234,6 +271,9 @@ class EvaluateConfig:
 
 @dataclass
 class NightlyConfig:
+    method: str = _f(
+        "sft", "how a nightly round improves the champion: sft (sample, filter, train) | rl (GRPO)"
+    )
     top_up_k: int = _f(4, "each round tops the champion up to this many trajectories per training room")
     lock_timeout_s: float = _f(
         0.0, "seconds to wait for another round's lock on the run folder; 0 = refuse at once"
@@ -267,6 +307,7 @@ class PipelineConfig:
     filter: FilterConfig = field(default_factory=FilterConfig, metadata={"help": "rejection filter"})
     dataset: DatasetConfig = field(default_factory=DatasetConfig, metadata={"help": "dataset stage"})
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "SFT with LoRA"})
+    rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO on the root (rl stage)"})
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig, metadata={"help": "held-out evaluation"})
     nightly: NightlyConfig = field(default_factory=NightlyConfig, metadata={"help": "nightly rounds"})
     serve: ServeConfig = field(

@@ -86,6 +86,7 @@ class Chain:
     train_run: dict | None = None
     dataset: dict | None = None
     selection: dict | None = None
+    rl_run: dict | None = None  # a policy trained by GRPO (pipeline.training.rl) instead of SFT
     trajectories: list[dict] = field(default_factory=list)  # accepted, per room and policy
     rooms: list[dict] = field(default_factory=list)
 
@@ -126,6 +127,14 @@ def chain(con: duckdb.DuckDBPyConnection, any_id: str) -> Chain:
                 [out.policy["train_id"]],
             )
             dataset_id = out.train_run and out.train_run["dataset_id"]
+            out.rl_run = _one(
+                con,
+                "select r.rl_id, r.start_policy_id, r.config_hash, r.generation, r.status, "
+                "(select count(*) from rl_steps s where s.rl_id = r.rl_id) as steps, "
+                "(select count(*) from rl_rollouts o where o.rl_id = r.rl_id) as rollouts "
+                "from rl_runs r where r.rl_id = ?",
+                [out.policy["train_id"]],
+            )
     if dataset_id:
         out.dataset = _one(
             con,
@@ -182,6 +191,13 @@ def render(c: Chain) -> str:
             f"  <- train run {t['train_id']}  config {t['config_hash']}, status {t['status']}, "
             f"final train loss {loss}, parent policy {t['parent_policy_id']}"
         )
+    if c.rl_run:
+        r = c.rl_run
+        lines.append(
+            f"  <- rl run {r['rl_id']}  config {r['config_hash']}, status {r['status']}, {r['generation']} "
+            f"generation, {r['steps']} steps, {r['rollouts']} rollouts (trajectories of purpose rl), "
+            f"start policy {r['start_policy_id']}"
+        )
     if c.dataset:
         d = c.dataset
         lines.append(
@@ -201,6 +217,6 @@ def render(c: Chain) -> str:
             f"       {r['room']:24s} {r['room_id']:16s} {r['split']:8s} {r['source']:10s} {r['n_documents']} documents"
             for r in c.rooms
         ]
-    elif c.policy:
+    elif c.policy and not c.rl_run:
         lines.append("  (no train run: a base policy is not made from a selection)")
     return "\n".join(lines)

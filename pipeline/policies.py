@@ -52,7 +52,9 @@ class Policy:
             "harness": self.harness,
             "sampling": self.sampling,
         }
-        return f"{'sft' if self.adapter else 'base'}-{content_hash(key, length=12)}"
+        # The prefix says how the weights were made: GRPO runs (pipeline.training.rl) have rl- train ids.
+        kind = "grpo" if (self.train_id or "").startswith("rl-") else "sft" if self.adapter else "base"
+        return f"{kind}-{content_hash(key, length=12)}"
 
     @property
     def lora_module(self) -> str | None:

@@ -90,6 +90,45 @@ def run_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, st
     )
 
 
+def run_rl_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, start: Policy) -> Round:
+    """One round of ``kind`` improved by GRPO instead of SFT: rl → evaluate → champion decision.
+
+    The RL policy is evaluated against ``start`` on the held-out rooms by the same paired comparison
+    as an SFT candidate, and the same champion rule decides.
+    """
+    round_id = champion.open_round(con, kind, start.policy_id)
+    try:
+        trained = steps.rl(con, cfg, start.policy_id)
+        seen = champion.evaluated_against(con, trained.policy_id, start.policy_id)
+        heldout = evaluation.heldout_rooms(con)
+        ev = steps.evaluate(con, cfg, start, [load_policy(con, trained.policy_id)], heldout)
+        decision = champion.close_round(
+            con,
+            cfg,
+            round_id,
+            start.policy_id,
+            trained.policy_id,
+            ev.lift(trained.policy_id),
+            trained.skipped and seen,
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            champion.fail_round(con, round_id)
+        raise
+    return Round(
+        round_id=round_id,
+        decision=decision,
+        start_policy_id=start.policy_id,
+        candidate=trained.policy_id,
+        selection_id="",
+        dataset_id="",
+        train_id=trained.rl_id,
+        eval_id=ev.eval_id,
+        headline=ev.headline,
+        new_trajectories=int(trained.counts.get("rollouts", 0)),
+    )
+
+
 class LockedError(UserError):
     """Another round holds the run folder's lock."""
 

@@ -187,3 +187,41 @@ def evaluate(
             [("evaluation", eval_id)],
         )
     return Evaluation(eval_id, base.policy_id, ids, rooms, rows, text)
+
+
+@dataclass
+class RLTrained:
+    rl_id: str
+    start_policy_id: str
+    policy_id: str
+    skipped: bool
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def rl(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, start_policy_id: str) -> RLTrained:
+    """GRPO on the root from ``start_policy_id`` (skipped when that run already finished) -> a policy."""
+    from pipeline.training import rl as grpo
+
+    _require(start_policy_id, "rl.policy", "--policy")
+    plan = grpo.make_plan(con, cfg, start_policy_id)
+    with db.stage_run(con, "rl", plan.config_hash) as counts:
+        made = (
+            grpo.finished_counts(con, plan)
+            if grpo.already_trained(con, cfg, plan)
+            else grpo.fit(con, cfg, plan)
+        )
+        counts.update(made)
+        rollouts = [
+            r[0]
+            for r in con.execute(
+                "select trajectory_id from rl_rollouts where rl_id = ? order by step, slot", [plan.rl_id]
+            ).fetchall()
+        ]
+        lineage.record(
+            con,
+            counts["run_id"],
+            "rl",
+            [("policy", plan.start.policy_id)] + [("room", r) for r in plan.rooms],
+            [("rl_run", plan.rl_id), ("policy", made["policy_id"])] + [("trajectory", t) for t in rollouts],
+        )
+    return RLTrained(plan.rl_id, plan.start.policy_id, made["policy_id"], bool(made["skipped"]), counts)

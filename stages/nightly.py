@@ -24,14 +24,16 @@ from contextlib import closing
 from pathlib import Path
 
 from pipeline import champion, db
-from pipeline.config import PipelineConfig
+from pipeline.config import ConfigError, PipelineConfig
 from pipeline.policies import load_policy
 from pipeline.rooms import store
-from pipeline.round import logged_to, run_lock, run_round
+from pipeline.round import logged_to, run_lock, run_rl_round, run_round
 from stages import report, rooms
 
 
 def run(cfg: PipelineConfig) -> dict:
+    if cfg.nightly.method not in ("sft", "rl"):
+        raise ConfigError(f"nightly.method: {cfg.nightly.method!r} is not one of sft | rl")
     run_dir = Path(cfg.run.dir)
     with run_lock(run_dir, cfg.nightly.lock_timeout_s):
         log_path = run_dir / "logs" / f"nightly-{db.now():%Y%m%d-%H%M%S}.log"
@@ -42,7 +44,11 @@ def run(cfg: PipelineConfig) -> dict:
                 rooms.run(cfg)
             with closing(db.connect(cfg.run.db_path, lock_timeout_s=cfg.run.lock_timeout_s)) as con:
                 start = load_policy(con, champion.current(con, cfg))
-                result = run_round(con, cfg, "nightly", start, cfg.nightly.top_up_k)
+                if cfg.nightly.method == "rl":
+                    cfg.rl.policy = start.policy_id
+                    result = run_rl_round(con, cfg, "nightly", start)
+                else:
+                    result = run_round(con, cfg, "nightly", start, cfg.nightly.top_up_k)
             if result.decision == "nothing_to_do":
                 print(
                     "nothing new to do: no new trajectories, same selection and dataset, candidate already evaluated"

@@ -77,9 +77,13 @@ class RoomGraders:
         return self.grader
 
 
-def grade_reference(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, batch: int = 200) -> int:
-    """Grade every trajectory the reference judge has not graded; the number graded."""
+def grade_reference(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, batch: int = 200, only: set[str] | None = None
+) -> int:
+    """Grade every trajectory the reference judge has not graded (``only``: of these ids); the number graded."""
     todo = ungraded(con, "reference", GRADER_VERSION, cfg.grade.regrade)
+    if only is not None:  # RL grades each step's rollouts as they arrive, not the whole backlog
+        todo = [row for row in todo if row[0] in only]
     graders = RoomGraders(con, cfg.grade.budget_words)
     done = 0
     grades: list[dict] = []

@@ -159,7 +159,28 @@ class LocalBackend:
             # Merged: one plain model is faster to run than base + LoRA branches.
             model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
             self.name = f"{base_name}+{adapter.name}"
-        self.model = model.to(cfg.device).eval()
+        self._setup(model.to(cfg.device).eval(), batch_wait_s)
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, cfg: BackendConfig, name: str) -> LocalBackend:
+        """A backend over a model already in memory (the GRPO trainer's live policy), not loaded from disk.
+
+        The caller owns the model: it puts it in eval mode for generation and back into training after.
+        """
+        self = cls.__new__(cls)
+        self.cfg = cfg
+        self.model_path = None
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.name = name
+        self._setup(model, 0.01)
+        return self
+
+    def _setup(self, model: Any, batch_wait_s: float) -> None:
+        cfg = self.cfg
+        self.model = model
         max_pos = getattr(self.model.config, "max_position_embeddings", None) or cfg.context_tokens
         self.context_tokens = min(cfg.context_tokens, max_pos)
         self.max_batch = cfg.max_batch
@@ -270,6 +291,8 @@ class LocalBackend:
         limits = [r.params.max_tokens for r in reqs]
         criteria = _RowStops(self.tokenizer, width, stops, limits)
         kwargs: dict[str, Any] = {
+            # A model trained with activation checkpointing has use_cache off in its config; generation needs it.
+            "use_cache": True,
             "max_new_tokens": max(limits),
             "pad_token_id": pad,
             "stopping_criteria": [criteria],

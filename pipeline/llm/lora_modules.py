@@ -57,3 +57,17 @@ def ensure_lora_module(base_url: str, name: str, adapter: str | Path, timeout_s:
     raise LoraModuleError(
         f"{base_url}: no model {name!r} (it serves: {', '.join(served) or 'nothing'}); {how}"
     )
+
+
+def unload_lora_module(base_url: str, name: str, timeout_s: float = TIMEOUT_S) -> bool:
+    """Stop serving ``name`` (RL unloads each step's module once the next one serves); True when it was served."""
+    if name not in served_models(base_url):
+        return False
+    url = f"{base_url.rstrip('/')}/unload_lora_adapter"
+    try:
+        resp = requests.post(url, json={"lora_name": name}, timeout=timeout_s)
+    except requests.RequestException as exc:
+        raise LoraModuleError(f"{url}: {exc}") from exc
+    if not resp.ok:
+        raise LoraModuleError(f"{url}: unloading {name!r} failed: HTTP {resp.status_code}: {resp.text[:300]}")
+    return True

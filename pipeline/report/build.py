@@ -41,7 +41,8 @@ def build(
         selection, data.funnel_rows(con, selection[0]) if selection else [], out
     )
     training, training_png = sections.training_section(data.train_runs(con), data.train_logs(con), out)
-    pngs += [p for p in (funnel_png, training_png) if p]
+    rl, rl_png = sections.rl_section(labels, data.rl_steps(con), eval_rows, out)
+    pngs += [p for p in (funnel_png, training_png, rl_png) if p]
     summaries = data.policy_summaries(con)
     cost, cost_pngs = cost_section(
         data.model_prices(con), costs.embedded(cfg), summaries, data.room_policy_rows(con), labels, out
@@ -71,6 +72,7 @@ def build(
         funnel,
         cost,
         training,
+        *([rl] if rl else []),
         *[s for s in optional if s],
         metadata,
     ]

@@ -19,12 +19,14 @@ _CORRELATIONS = ("calls_size_corr", "calls_tokens_corr")
 
 
 def policy_labels(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Short readable names: 'base' for adapter-free policies, 'SFT' for trained ones (with the id when ambiguous)."""
+    """Short readable names: 'base' for adapter-free policies, 'SFT' / 'RL' for trained ones (with the id when ambiguous)."""
     rows = db.fetch_dicts(
-        con, "select policy_id, adapter, harness, prompt from policies order by created_at, policy_id"
+        con,
+        "select policy_id, adapter, harness, prompt, train_id from policies order by created_at, policy_id",
     )
     bases = [r for r in rows if r["adapter"] is None]
-    sfts = [r for r in rows if r["adapter"] is not None]
+    rl = [r for r in rows if (r["train_id"] or "").startswith("rl-")]
+    sfts = [r for r in rows if r["adapter"] is not None and r not in rl]
     labels = {}
     for r in bases:
         labels[r["policy_id"]] = (
@@ -32,6 +34,13 @@ def policy_labels(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         )
     for i, r in enumerate(sfts, start=1):
         labels[r["policy_id"]] = "SFT" if len(sfts) == 1 else f"SFT {i} ({r['policy_id'][:8]})"
+    # GRPO: the trained adapter, and the per-step adapters that sampled its rollouts (steps/step-<s>).
+    finals = [r for r in rl if "/steps/step-" not in (r["adapter"] or "")]
+    for i, r in enumerate(finals, start=1):
+        labels[r["policy_id"]] = "RL" if len(finals) == 1 else f"RL {i} ({r['policy_id'][:10]})"
+    for r in rl:
+        if r not in finals:
+            labels[r["policy_id"]] = f"RL step {r['adapter'].rsplit('step-', 1)[1]} ({r['train_id']})"
     return labels
 
 
@@ -134,3 +143,11 @@ def room_policy_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
 
 def model_prices(con: duckdb.DuckDBPyConnection) -> list[dict]:
     return db.fetch_dicts(con, "select * from model_prices order by role, model")
+
+
+def rl_steps(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
+    """rl_id -> its steps (the rl_step_summary mart), in order."""
+    by: dict[str, list[dict]] = {}
+    for r in db.fetch_dicts(con, "select * from rl_step_summary order by rl_id, step"):
+        by.setdefault(r["rl_id"], []).append(r)
+    return by

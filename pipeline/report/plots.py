@@ -184,3 +184,33 @@ def delegation_vs_size(rows: Sequence[dict], labels: dict[str, str], path: Path)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return _save(fig, path)
+
+
+def rl_rewards(steps: dict[str, Sequence[dict]], path: Path) -> Path | None:
+    """Mean reward per GRPO step with its 95% band (left) and rollout wall time per step (right)."""
+    steps = {k: v for k, v in steps.items() if any(r.get("reward_mean") is not None for r in v)}
+    if not steps:
+        return None
+    fig = Figure(figsize=(10, 4))
+    ax, ax2 = fig.subplots(1, 2)
+    colours = _colours(list(steps))
+    for rl_id, rows in steps.items():
+        xs = [r["step"] for r in rows]
+        ax.plot(xs, [r["reward_mean"] for r in rows], color=colours[rl_id], marker="o", ms=4, label=rl_id)
+        ax.fill_between(
+            xs,
+            [r["reward_band_low"] for r in rows],
+            [r["reward_band_high"] for r in rows],
+            color=colours[rl_id],
+            alpha=0.2,
+        )
+        ax2.plot(xs, [r["rollout_s"] for r in rows], color=colours[rl_id], marker="o", ms=4, label=rl_id)
+    for a, title, ylabel in ((ax, "Reward per step", "mean reward (judge headline)"),
+                             (ax2, "Rollout wall time per step", "seconds")):  # fmt: skip
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a.set_xlabel("step")
+        a.set_ylabel(ylabel)
+        a.set_title(title)
+        a.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

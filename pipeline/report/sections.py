@@ -408,3 +408,75 @@ def metadata_section(
         )  # fmt: skip
     s.blocks.append(table if table.rows else "No stage runs recorded.")
     return s
+
+
+def rl_section(
+    labels: dict[str, str], steps: dict[str, list[dict]], eval_rows: list[dict], out: Path
+) -> tuple[Section | None, Path | None]:
+    """GRPO runs: reward per step with its band, rollout time per step, the reward-hacking watch; None before any."""
+    if not steps:
+        return None, None
+    s = Section("Reinforcement learning (GRPO on the root)")
+    png = plots.rl_rewards(steps, out / "rl_rewards.png")
+    if png:
+        s.blocks.append(
+            Image(
+                png,
+                "Left: mean reward (the reference judge's headline) of each step's rollouts, band = 95% normal "
+                "interval of the mean. Right: wall time of each step's rollouts (episodes with REPL and subagents).",
+            )
+        )
+    headers = [
+        "rl run", "step", "rollouts", "reward [95% band]", "zero-adv. groups", "loss", "grad norm",
+        "copied memos", "over budget", "rollout s", "grade s", "sync s", "update s",
+    ]  # fmt: skip
+    rows = [
+        [
+            r["rl_id"],
+            str(r["step"]),
+            str(r["n_rollouts"]),
+            f"{fmt(r['reward_mean'], 'num2')} [{fmt(r['reward_band_low'], 'num2')}, {fmt(r['reward_band_high'], 'num2')}]",
+            pct(r["zero_advantage_share"]),
+            fmt(r["loss"], "num2"),
+            fmt(r["grad_norm"], "num2"),
+            str(r["n_copied"]),
+            str(r["n_over_budget"]),
+            fmt(r["rollout_s"], "num1"),
+            fmt(r["grade_s"], "num1"),
+            fmt(r["sync_s"], "num1"),
+            fmt(r["update_s"], "num1"),
+        ]
+        for rows_ in steps.values()
+        for r in rows_
+    ]
+    s.blocks.append(
+        Table(
+            headers,
+            rows,
+            "Reward-hacking watch: memos the judge set aside as copied from the room, "
+            "and memos past the reading budget, per step.",
+        )
+    )
+    for rl_id, rows_ in steps.items():
+        first, last = rows_[0], rows_[-1]
+        policy = first.get("policy_id")
+        lift = next(
+            (e for e in eval_rows if e.get("policy_id") == policy and e.get("metric") == "lift"), None
+        )
+        if lift is None or first["reward_mean"] is None or last["reward_mean"] is None:
+            continue
+        rose = last["reward_mean"] > first["reward_mean"]
+        fell = lift["value"] is not None and lift["value"] < 0
+        verdict = (
+            "the reward rose while the held-out score fell: the policy may be learning what the judge overpays"
+            if rose and fell
+            else "reward and held-out score moved together"
+            if rose == (not fell)
+            else "the reward did not rise"
+        )
+        s.blocks.append(
+            f"{rl_id}: reward {first['reward_mean']:.3f} at step 1 → {last['reward_mean']:.3f} at step "
+            f"{last['step']}; held-out lift of {labels.get(policy, policy)} over its start "
+            f"{pts_ci(lift['value'], lift['ci_low'], lift['ci_high'])}: {verdict}."
+        )
+    return s, png

@@ -1,0 +1,623 @@
+"""GRPO on the root (TRL GRPOTrainer + LoRA): rollouts are harness episodes on rooms, reward = the judge.
+
+One RL run starts from a named policy (its base model, prompt, harness and
+sampling) and trains a LoRA adapter on its root with TRL's GRPOTrainer.
+Each training row is a room; TRL hands the rows to ``rollout_func`` repeated
+``rl.num_generations`` times, and ``RoomRollouts`` runs each as a real
+episode through the project's sampler and harness (same sandbox, subagents
+and budgets as ``sample``; the subagents stay fixed), writes it to the
+warehouse as a trajectory (purpose ``rl``), grades it with the reference
+judge like any other trajectory, and returns its conversation; the reward is
+the judge's headline. pipeline.training.rollouts turns the conversation into
+``prompt_ids`` / ``completion_ids`` / ``env_mask`` with the SFT dataset's
+chat-template tokenization, so only the root's own tokens are trained.
+
+Where rollouts are generated (``rl.generation``):
+- ``in_process``: the trainer's own model generates (pipeline.llm.local
+  over the live weights): no server, no sync; step s samples from exactly the
+  weights after step s-1.
+- ``server``: the root's vLLM server generates. After every optimiser step
+  the adapter is saved and loaded into the running server as a new LoRA
+  module (the step's policy id), and the previous step's module is unloaded
+  (adapter-only sync: works on CPU, where TRL's NCCL weight sync cannot).
+
+Bookkeeping: ``rl_runs`` (one row per run), ``rl_steps`` (per optimiser step:
+reward mean/std/min/max, share of groups with zero advantage, loss, KL,
+grad norm, tokens, rollout/grade/sync/update seconds, and the reward-hacking
+watch: memos cut as copied, over-budget memos) and ``rl_rollouts`` (which
+trajectory filled which slot of which step). The adapter after step s is
+saved under ``<adapter>/steps/step-<s>/`` and registered as the policy that
+samples step s+1, so every rollout's ``policy_id`` names the weights that
+produced it. A TRL checkpoint is written after every step: a killed run
+resumes at the last finished step, and the trajectory ids of a step are
+derived from (sampling policy, room, 'rl', step and slot), so the rollouts an
+interrupted step already wrote are found again, not sampled twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline import db
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.errors import UserError
+from pipeline.ids import bucket, content_hash, stable_id
+from pipeline.policies import Policy, load_policy, register_policy, root_backend_config
+from pipeline.run_folder import resolve_path, stored_path
+from pipeline.training import base_model_path
+from pipeline.training.rollouts import Episode, LivePolicy, make_rollout_func, reward_from_rollout
+
+GENERATION_MODES = ("auto", "in_process", "server")
+PURPOSE = "rl"
+# sample_index of a rollout: step * SLOTS + slot, unique per (sampling policy, room, purpose).
+SLOTS = 100_000
+
+
+class RLError(UserError):
+    """An RL run that cannot start as configured."""
+
+
+@dataclass
+class RLPlan:
+    rl_id: str
+    config_hash: str
+    start: Policy
+    generation: str  # in_process | server
+    adapter_dir: str  # absolute
+    rooms: list[str]
+    status: str | None  # None: never started; running | failed | ok
+
+
+def config_hash(cfg: PipelineConfig) -> str:
+    """What shapes the weights: the rl section (less the start policy and evaluation), the judge budget, the seed."""
+    r = asdict(cfg.rl)
+    # rl.steps is left out: running again with more steps continues the same run from its last checkpoint.
+    for key in ("policy", "evaluate", "steps"):
+        r.pop(key, None)
+    return content_hash({"rl": r, "grade_budget": cfg.grade.budget_words, "seed": cfg.run.seed}, length=16)
+
+
+def generation_mode(cfg: PipelineConfig, start: Policy) -> str:
+    mode = cfg.rl.generation
+    if mode not in GENERATION_MODES:
+        raise ConfigError(f"rl.generation: {mode!r} is not one of {' | '.join(GENERATION_MODES)}")
+    if mode == "auto":
+        return "server" if start.backend == "openai" else "in_process"
+    if mode == "server" and not cfg.models.root.base_url:
+        raise ConfigError("rl.generation: server needs models.root.base_url (the root's vLLM server)")
+    return mode
+
+
+def check_config(cfg: PipelineConfig, num_processes: int = 1) -> None:
+    r = cfg.rl
+    if r.steps < 1 or r.num_generations < 2:
+        raise ConfigError("rl.steps must be >= 1 and rl.num_generations >= 2 (a group needs two rollouts)")
+    if r.rollouts_per_step % r.num_generations:
+        raise ConfigError(
+            f"rl.rollouts_per_step ({r.rollouts_per_step}) must be a multiple of rl.num_generations ({r.num_generations})"
+        )
+    per = r.micro_batch * num_processes
+    if r.micro_batch < 1 or r.rollouts_per_step % per:
+        raise ConfigError(
+            f"rl.rollouts_per_step ({r.rollouts_per_step}) must be a multiple of rl.micro_batch x processes ({per})"
+        )
+
+
+def make_plan(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, start_policy_id: str) -> RLPlan:
+    from pipeline.rooms import store
+
+    if not start_policy_id:
+        raise RLError(
+            "rl.policy is empty: name the policy to start from (--policy) or let the CLI pick the champion"
+        )
+    start = load_policy(con, start_policy_id, field="rl.policy")
+    rooms = list(cfg.rl.rooms) or store.room_names(con, split=cfg.rl.split)
+    if not rooms:
+        raise RLError(
+            f"rl.split: no rooms in split {cfg.rl.split!r}: run `python -m pipeline rooms generate` first"
+        )
+    chash = config_hash(cfg)
+    rl_id = stable_id(start.policy_id, chash, prefix="rl-", sep="\0", length=12)
+    row = con.execute("select status from rl_runs where rl_id = ?", [rl_id]).fetchone()
+    return RLPlan(
+        rl_id=rl_id,
+        config_hash=chash,
+        start=start,
+        generation=generation_mode(cfg, start),
+        adapter_dir=str((Path(cfg.run.dir) / "adapters" / rl_id).resolve()),
+        rooms=sorted(rooms),
+        status=row[0] if row else None,
+    )
+
+
+def step_policy(cfg: PipelineConfig, plan: RLPlan, step: int) -> Policy:
+    """The policy whose weights sample step ``step``: the start policy, then the adapter after step-1."""
+    if step <= 1:
+        return plan.start
+    return dataclasses.replace(
+        plan.start,
+        adapter=stored_path(cfg.run.dir, Path(plan.adapter_dir) / "steps" / f"step-{step - 1}"),
+        parent_id=plan.start.policy_id,
+        train_id=plan.rl_id,
+    )
+
+
+# --------------------------------------------------------------------------- rollouts on rooms
+
+
+@dataclass
+class StepStats:
+    """What one step's rollouts measured, kept until the step's update is logged."""
+
+    step: int
+    sampling_policy_id: str
+    rewards: list[float]
+    groups: int
+    zero_advantage_share: float
+    n_copied: int
+    n_over_budget: int
+    rollout_s: float
+    grade_s: float
+    tokens: int = 0
+    trained_tokens: int = 0
+    rollout_ended: float = 0.0  # time.monotonic() when rollout_func returned
+    sync_s: float = 0.0
+    logs: dict[str, float] = field(default_factory=dict)
+
+
+def _zero_advantage_share(rewards: list[float], group: int) -> float:
+    groups = [rewards[i : i + group] for i in range(0, len(rewards), group)]
+    return sum(max(g) - min(g) < 1e-12 for g in groups) / max(1, len(groups))
+
+
+class RoomRollouts:
+    """TRL prompts (room names) -> real harness episodes, stored and graded; one ``Episode`` each."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan, tokenizer: Any
+    ) -> None:
+        self.con, self.cfg, self.plan, self.tokenizer = con, cfg, plan, tokenizer
+        self.pending: StepStats | None = None
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> list[Episode]:
+        from pipeline.rooms import store
+        from pipeline.sampling import Job
+        from pipeline.trace_store import load_traces, trajectory_id
+
+        step = trainer.state.global_step + 1
+        policy = step_policy(self.cfg, self.plan, step)
+        register_policy(self.con, policy)
+        rooms = [str(p) for p in prompts]
+        jobs = []
+        for slot, room in enumerate(rooms):
+            index = step * SLOTS + slot
+            tid = trajectory_id(policy.policy_id, room, PURPOSE, index)
+            jobs.append(Job(room, index, tid, bucket(f"{self.cfg.run.seed}|{tid}", 1 << 32)))
+        have = self._existing([j.trajectory_id for j in jobs])
+        todo = [j for j in jobs if j.trajectory_id not in have]
+        t0 = time.monotonic()
+        if todo:
+            loaded = {name: store.load_room(self.con, name) for name in sorted({j.room for j in todo})}
+            asyncio.run(self._episodes(policy, todo, loaded, trainer))
+        rollout_s = time.monotonic() - t0
+
+        t1 = time.monotonic()
+        from pipeline.grading.grade_run import grade_reference
+
+        ids = [j.trajectory_id for j in jobs]
+        grade_reference(self.con, self.cfg, only=set(ids))
+        scores = self._scores(ids)
+        grade_s = time.monotonic() - t1
+
+        rewards = [scores.get(t, {}).get("headline") or 0.0 for t in ids]
+        with db.transaction(self.con):
+            self.con.executemany(
+                "insert into rl_rollouts (rl_id, step, slot, room_id, trajectory_id, reward) values (?, ?, ?, ?, ?, ?) "
+                # A step redone after a kill records what it trains on now.
+                "on conflict do update set room_id = excluded.room_id, trajectory_id = excluded.trajectory_id, "
+                "reward = excluded.reward",
+                [
+                    [self.plan.rl_id, step, s, j.room, j.trajectory_id, r]
+                    for s, (j, r) in enumerate(zip(jobs, rewards, strict=True))
+                ],
+            )
+        traces = load_traces(self.con, ids, subcalls=False)
+        group = trainer.num_generations
+        self.pending = StepStats(
+            step=step,
+            sampling_policy_id=policy.policy_id,
+            rewards=rewards,
+            groups=len(ids) // group,
+            zero_advantage_share=_zero_advantage_share(rewards, group),
+            n_copied=sum(bool(scores.get(t, {}).get("quoted_words")) for t in ids),
+            n_over_budget=sum(bool(scores.get(t, {}).get("cut")) for t in ids),
+            rollout_s=rollout_s,
+            grade_s=grade_s,
+        )
+        return [
+            Episode(traces[t].messages() if t in traces else [], r)
+            for t, r in zip(ids, rewards, strict=False)
+        ]
+
+    def _existing(self, ids: list[str]) -> set[str]:
+        rows = self.con.execute(
+            "select trajectory_id from trajectories where list_contains(?, trajectory_id)", [ids]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def _scores(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        rows = db.fetch_dicts(
+            self.con,
+            """
+            select trajectory_id, headline, quoted_words, cut
+            from memo_scores
+            where judge = 'reference' and list_contains(?, trajectory_id)
+            qualify row_number() over (partition by trajectory_id order by grader_version desc) = 1
+            """,
+            [ids],
+        )
+        return {r["trajectory_id"]: r for r in rows}
+
+    async def _episodes(self, policy: Policy, jobs: list[Any], rooms: dict[str, Any], trainer: Any) -> None:
+        """Run ``jobs`` like the sampler does (same harness, sandbox, subagents), each written whole when it ends."""
+        from pipeline.llm.base import make_backend
+        from pipeline.rooms.probes import ProbeIndex
+        from pipeline.sampling import error_trace, export_dir, finished_rows, run_trajectory
+        from pipeline.trace_store import TraceWriter
+
+        cfg = self.cfg
+        dirs = {name: export_dir(cfg, room) for name, room in rooms.items()}
+        indexes = {name: ProbeIndex(room.probes) for name, room in rooms.items()}
+        writer = TraceWriter(self.con)
+        sub = make_backend(cfg.models.subagent)
+        live = None
+        if self.plan.generation == "in_process":
+            live = LivePolicy(trainer, root_backend_config(policy, cfg), self.tokenizer, policy.policy_id)
+            root = live.__enter__()
+        else:
+            from pipeline.policies import serve_policy
+
+            # A resumed run talks to a server that may not serve this step's module yet.
+            serve_policy(policy, cfg)
+            root = make_backend(root_backend_config(policy, cfg))
+        gate = asyncio.Semaphore(cfg.sample.concurrency)
+
+        async def one(job: Any) -> None:
+            async with gate:
+                t0 = time.monotonic()
+                try:
+                    trace = await run_trajectory(cfg, rooms[job.room], dirs[job.room], root, sub, policy, job)
+                except Exception as exc:  # noqa: BLE001 - recorded like the sampler records it
+                    trace = error_trace(job, policy, exc, t0)
+                writer.add(
+                    *finished_rows(trace, rooms[job.room], indexes[job.room], job, policy.policy_id, PURPOSE)
+                )
+                writer.flush()
+
+        try:
+            await asyncio.gather(*(one(j) for j in jobs))
+        finally:
+            await sub.aclose()
+            if live is not None:
+                live.__exit__(None, None, None)
+            else:
+                await root.aclose()
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+def grpo_config(cfg: PipelineConfig, output_dir: str, num_processes: int = 1) -> Any:
+    import torch
+    from trl import GRPOConfig
+
+    r = cfg.rl
+    on_gpu = torch.cuda.is_available()
+    kwargs: dict[str, Any] = {
+        "output_dir": output_dir,
+        "max_steps": r.steps,
+        "learning_rate": r.learning_rate,
+        "per_device_train_batch_size": r.micro_batch,
+        # One generation batch (rl.rollouts_per_step rollouts) per optimiser step.
+        "gradient_accumulation_steps": r.rollouts_per_step // (r.micro_batch * num_processes),
+        "num_generations": r.num_generations,
+        "beta": r.beta,
+        "loss_type": r.loss_type,
+        "max_completion_length": r.max_length,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 1,  # a killed run resumes at the last finished step
+        "report_to": "none",
+        "seed": cfg.run.seed,
+        "data_seed": cfg.run.seed,
+        "use_cpu": not on_gpu,
+        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "gradient_checkpointing": r.gradient_checkpointing,
+        "disable_tqdm": True,
+        "use_vllm": False,  # rollouts come from rollout_func; the server is synced by adapter, not NCCL
+    }
+    kwargs.update(r.extra)
+    try:
+        return GRPOConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"rl: {exc}") from exc
+
+
+def _room_rows(rooms: list[str], per_step: int) -> list[dict[str, str]]:
+    # TRL's sampler drops an incomplete batch of prompts: repeat the rooms until one step's worth fits.
+    rows = list(rooms)
+    while len(rows) < per_step:
+        rows += rooms
+    return [{"prompt": r} for r in rows]
+
+
+class _StepRecorder:
+    """TrainerCallback: per step, the adapter saved (and served), and an ``rl_steps`` row."""
+
+    def __init__(self, con, cfg: PipelineConfig, plan: RLPlan, runner: RoomRollouts) -> None:
+        self.con, self.cfg, self.plan, self.runner = con, cfg, plan, runner
+
+    def callback(self) -> Any:
+        from transformers import TrainerCallback
+
+        rec = self
+
+        class RLSteps(TrainerCallback):
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                rec.step_end(state, model)
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                rec.log(state, logs or {})
+
+        return RLSteps()
+
+    def step_end(self, state: Any, model: Any) -> None:
+        stats = self.runner.pending
+        if stats is None:
+            return
+        stats.logs["update_s"] = time.monotonic() - stats.rollout_ended
+        t0 = time.monotonic()
+        step = state.global_step
+        folder = Path(self.plan.adapter_dir) / "steps" / f"step-{step}"
+        model.save_pretrained(str(folder))
+        if self.plan.generation == "server" and step < self.cfg.rl.steps:
+            from pipeline.llm.lora_modules import ensure_lora_module, unload_lora_module
+
+            url = self.cfg.models.root.base_url
+            nxt = step_policy(self.cfg, self.plan, step + 1)
+            ensure_lora_module(url, nxt.lora_module, resolve_path(self.cfg.run.dir, nxt.adapter).resolve())
+            prev = step_policy(self.cfg, self.plan, step)
+            if prev.lora_module and prev.policy_id != self.plan.start.policy_id:
+                unload_lora_module(url, prev.lora_module)
+        stats.sync_s = time.monotonic() - t0
+
+    def log(self, state: Any, logs: dict[str, Any]) -> None:
+        stats = self.runner.pending
+        if stats is None or "loss" not in logs or stats.step != state.global_step:
+            return
+        r = stats.rewards
+        row = {
+            "rl_id": self.plan.rl_id,
+            "step": stats.step,
+            "sampling_policy_id": stats.sampling_policy_id,
+            "n_rollouts": len(r),
+            "reward_mean": statistics.fmean(r) if r else None,
+            "reward_std": statistics.pstdev(r) if len(r) > 1 else 0.0,
+            "reward_min": min(r) if r else None,
+            "reward_max": max(r) if r else None,
+            "zero_advantage_share": stats.zero_advantage_share,
+            "loss": logs.get("loss"),
+            "kl": logs.get("kl") if self.cfg.rl.beta > 0 else None,
+            "grad_norm": logs.get("grad_norm"),
+            "tokens": stats.tokens,
+            "trained_tokens": stats.trained_tokens,
+            "n_copied": stats.n_copied,
+            "n_over_budget": stats.n_over_budget,
+            "rollout_s": stats.rollout_s,
+            "grade_s": stats.grade_s,
+            "sync_s": stats.sync_s,
+            "update_s": stats.logs.get("update_s"),
+            "finished_at": db.now(),
+        }
+        with db.transaction(self.con):
+            # A step redone after a kill (its checkpoint was not written) replaces its row.
+            self.con.execute(
+                "delete from rl_steps where rl_id = ? and step = ?", [self.plan.rl_id, stats.step]
+            )
+            db.write_rows(self.con, "rl_steps", [row])
+        print(
+            f"rl step {stats.step}: reward {row['reward_mean']:.3f} (sd {row['reward_std']:.3f}, "
+            f"{len(r)} rollouts), rollout {stats.rollout_s:.1f}s grade {stats.grade_s:.1f}s "
+            f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s",
+            flush=True,
+        )
+        self.runner.pending = None
+
+
+def _mark_running(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> None:
+    if plan.status is None:
+        db.write_rows(
+            con,
+            "rl_runs",
+            [
+                {
+                    "rl_id": plan.rl_id,
+                    "start_policy_id": plan.start.policy_id,
+                    "config_hash": plan.config_hash,
+                    "generation": plan.generation,
+                    "adapter_path": stored_path(cfg.run.dir, plan.adapter_dir),
+                    "status": "running",
+                    "started_at": db.now(),
+                }
+            ],
+        )
+    else:
+        con.execute("update rl_runs set status = 'running', ended_at = null where rl_id = ?", [plan.rl_id])
+
+
+def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> dict[str, Any]:
+    """GRPO from the plan's start policy (or resume it); returns counts with the new policy id."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from accelerate import PartialState
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    from pipeline.training.sft import lora_config
+
+    if PartialState().num_processes > 1:
+        # Every rollout is written and graded by the one process that holds the warehouse (DuckDB has one
+        # writer); rollouts from several ranks would have to be gathered to it first, which is not built yet.
+        raise RLError(
+            "rl: runs in one process for now; start it with python -m pipeline, not accelerate launch"
+        )
+    check_config(cfg)
+    if plan.start.adapter:
+        raise RLError(
+            f"rl.policy: {plan.start.policy_id} carries an adapter; RL starts from a base policy "
+            "(stacking a new LoRA on a trained one is not supported yet)"
+        )
+    if plan.start.harness != "rlm":
+        raise RLError(
+            f"rl.policy: {plan.start.policy_id} runs the {plan.start.harness!r} harness; RL trains the RLM root"
+        )
+    if not torch.cuda.is_available():
+        from pipeline.llm.local import sensible_threads
+
+        torch.set_num_threads(sensible_threads())
+    ckpt_dir = Path(plan.adapter_dir) / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    _mark_running(con, cfg, plan)
+    try:
+        base = base_model_path(plan.start.base_model, cfg.serve.models)
+        tokenizer = AutoTokenizer.from_pretrained(base)
+        gen_tokenizer = AutoTokenizer.from_pretrained(base)  # left-padded copy for generation
+        args = grpo_config(cfg, str(ckpt_dir))
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype=torch.bfloat16 if args.bf16 else torch.float32
+        )
+        runner = RoomRollouts(con, cfg, plan, gen_tokenizer)
+        inner = make_rollout_func(runner, tokenizer, cfg.rl.max_length)
+
+        def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+            out = inner(prompts, trainer)
+            stats = runner.pending
+            if stats is not None:
+                stats.tokens = sum(
+                    len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"], strict=True)
+                )
+                stats.trained_tokens = sum(sum(m) for m in out["env_mask"])
+                stats.rollout_ended = time.monotonic()
+            return out
+
+        recorder = _StepRecorder(con, cfg, plan, runner)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[reward_from_rollout],
+            args=args,
+            train_dataset=Dataset.from_list(
+                _room_rows(plan.rooms, cfg.rl.rollouts_per_step // cfg.rl.num_generations)
+            ),
+            processing_class=tokenizer,
+            peft_config=lora_config(cfg),
+            rollout_func=rollout_func,
+            callbacks=[recorder.callback()],
+        )
+        resume = get_last_checkpoint(str(ckpt_dir))
+        t0 = time.monotonic()
+        trainer.train(resume_from_checkpoint=resume)
+        seconds = time.monotonic() - t0
+        trainer.save_model(plan.adapter_dir)
+        tokenizer.save_pretrained(plan.adapter_dir)
+    except BaseException:
+        con.execute(
+            "update rl_runs set status = 'failed', ended_at = ? where rl_id = ?", [db.now(), plan.rl_id]
+        )
+        raise
+    return _record_policy(con, cfg, plan, seconds, resume)
+
+
+def _record_policy(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan, seconds: float, resume: str | None
+) -> dict[str, Any]:
+    policy = dataclasses.replace(
+        plan.start,
+        adapter=stored_path(cfg.run.dir, plan.adapter_dir),
+        parent_id=plan.start.policy_id,
+        train_id=plan.rl_id,
+    )
+    (Path(plan.adapter_dir) / "rl_run.json").write_text(
+        json.dumps(
+            {
+                "rl_id": plan.rl_id,
+                "start_policy_id": plan.start.policy_id,
+                "policy_id": policy.policy_id,
+                "config_hash": plan.config_hash,
+                "generation": plan.generation,
+                "rl": asdict(cfg.rl),
+            },
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
+    with db.transaction(con):
+        pid = register_policy(con, policy)
+        con.execute(
+            "update rl_runs set policy_id = ?, status = 'ok', ended_at = ? where rl_id = ?",
+            [pid, db.now(), plan.rl_id],
+        )
+    return finished_counts(con, plan) | {
+        "skipped": False,
+        "seconds": round(seconds, 2),
+        "resumed_from": resume and stored_path(cfg.run.dir, resume),
+    }
+
+
+def finished_steps(con: duckdb.DuckDBPyConnection, plan: RLPlan) -> int:
+    return con.execute("select count(*) from rl_steps where rl_id = ?", [plan.rl_id]).fetchone()[0]
+
+
+def already_trained(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> bool:
+    """The run finished rl.steps steps and its adapter is on disk: nothing to do."""
+    from pipeline.training.plan import adapter_complete
+
+    return (
+        plan.status == "ok"
+        and adapter_complete(plan.adapter_dir)
+        and finished_steps(con, plan) >= cfg.rl.steps
+    )
+
+
+def finished_counts(con: duckdb.DuckDBPyConnection, plan: RLPlan) -> dict[str, Any]:
+    run = db.fetch_dicts(con, "select * from rl_runs where rl_id = ?", [plan.rl_id])[0]
+    steps = db.fetch_dicts(
+        con,
+        "select step, reward_mean, reward_std, n_rollouts from rl_steps where rl_id = ? order by step",
+        [plan.rl_id],
+    )
+    n_rollouts = con.execute("select count(*) from rl_rollouts where rl_id = ?", [plan.rl_id]).fetchone()[0]
+    return {
+        "skipped": True,
+        "rl_id": plan.rl_id,
+        "start_policy_id": plan.start.policy_id,
+        "policy_id": run["policy_id"],
+        "generation": plan.generation,
+        "adapter_path": run["adapter_path"],
+        "steps": len(steps),
+        "rollouts": n_rollouts,
+        "reward_per_step": [round(s["reward_mean"], 4) for s in steps if s["reward_mean"] is not None],
+    }

@@ -1,0 +1,43 @@
+-- depends_on: rl_steps, rl_runs
+-- One row per RL optimiser step: the mean reward (the reference judge's headline of the step's rollouts)
+-- with a 95% band, the watch counts, and where the step's wall time went.
+with
+
+steps as (
+    select * from rl_steps
+),
+
+runs as (
+    select rl_id, start_policy_id, policy_id, generation from rl_runs
+),
+
+final as (
+    select
+        s.rl_id,
+        r.start_policy_id,
+        r.policy_id,
+        r.generation,
+        s.step,
+        s.n_rollouts,
+        s.reward_mean,
+        s.reward_std,
+        -- normal band of the step's mean reward: mean +- 1.96 sd / sqrt(n)
+        s.reward_mean - 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1)) as reward_band_low,
+        s.reward_mean + 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1)) as reward_band_high,
+        s.zero_advantage_share,
+        s.loss,
+        s.kl,
+        s.grad_norm,
+        s.tokens,
+        s.trained_tokens,
+        s.n_copied,
+        s.n_over_budget,
+        s.rollout_s,
+        s.grade_s,
+        s.sync_s,
+        s.update_s
+    from steps as s
+    left join runs as r using (rl_id)
+)
+
+select * from final

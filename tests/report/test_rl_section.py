@@ -1,0 +1,68 @@
+"""The report's RL section: reward per step with its band from the mart, and the reward-vs-held-out warning."""
+
+from __future__ import annotations
+
+from pipeline import db
+from pipeline.report import data, sections
+from pipeline.report.render import Image, Table
+
+
+def _warehouse(tmp_path):
+    con = db.connect(tmp_path / "w.duckdb")
+    now = db.now()
+    db.write_rows(con, "rl_runs", [{
+        "rl_id": "rl-1", "start_policy_id": "base-1", "policy_id": "sft-rl", "config_hash": "h",
+        "generation": "in_process", "adapter_path": "adapters/rl-1", "status": "ok", "started_at": now,
+    }])  # fmt: skip
+    steps = []
+    for step, (mean, std) in enumerate([(0.2, 0.1), (0.4, 0.2)], start=1):
+        steps.append({
+            "rl_id": "rl-1", "step": step, "sampling_policy_id": "base-1", "n_rollouts": 4,
+            "reward_mean": mean, "reward_std": std, "reward_min": 0.0, "reward_max": 1.0,
+            "zero_advantage_share": 0.5, "loss": 0.1, "grad_norm": 1.0, "tokens": 100, "trained_tokens": 10,
+            "n_copied": step - 1, "n_over_budget": 0, "rollout_s": 10.0 * step, "grade_s": 0.1, "sync_s": 0.2,
+            "update_s": 5.0, "finished_at": now,
+        })  # fmt: skip
+    db.write_rows(con, "rl_steps", steps)
+    return con
+
+
+def test_band_and_the_reward_rising_while_heldout_falls(tmp_path):
+    con = _warehouse(tmp_path)
+    try:
+        by_run = data.rl_steps(con)
+    finally:
+        con.close()
+    rows = by_run["rl-1"]
+    # 95% normal band of the mean: mean +- 1.96 sd / sqrt(n)
+    assert abs(rows[1]["reward_band_low"] - (0.4 - 1.96 * 0.2 / 2)) < 1e-9
+    eval_rows = [{"policy_id": "sft-rl", "metric": "lift", "value": -0.05, "ci_low": -0.1, "ci_high": 0.0}]
+    section, png = sections.rl_section({}, by_run, eval_rows, tmp_path)
+    assert png is not None and png.exists()
+    assert any(isinstance(b, Image) for b in section.blocks)
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    assert [r[7] for r in table.rows] == ["0", "1"]  # the copied-memo watch per step
+    text = " ".join(b for b in section.blocks if isinstance(b, str))
+    assert "reward rose while the held-out score fell" in text
+    assert sections.rl_section({}, {}, [], tmp_path) == (None, None)
+
+
+def test_rl_policies_are_labelled_rl(tmp_path):
+    from pipeline.policies import Policy, register_policy
+
+    con = db.connect(tmp_path / "w.duckdb")
+    try:
+        start = Policy(base_model="m", backend="local", prompt="p", harness="rlm")
+        step = Policy("m", "local", "p", "rlm", adapter="adapters/rl-1/steps/step-1", parent_id=start.policy_id,
+                      train_id="rl-1")  # fmt: skip
+        final = Policy(
+            "m", "local", "p", "rlm", adapter="adapters/rl-1", parent_id=start.policy_id, train_id="rl-1"
+        )
+        for p in (start, step, final):
+            register_policy(con, p)
+        labels = data.policy_labels(con)
+    finally:
+        con.close()
+    assert final.policy_id.startswith("grpo-") and step.policy_id.startswith("grpo-")
+    assert labels[final.policy_id] == "RL" and labels[step.policy_id] == "RL step 1 (rl-1)"
+    assert labels[start.policy_id] == "base"

@@ -1,0 +1,42 @@
+"""RL settings that cannot work fail with one line naming the key; the generation mode follows the backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import ConfigError, load_config
+from pipeline.policies import base_policy
+from pipeline.training.rl import check_config, config_hash, generation_mode
+
+
+def test_bad_rl_settings_name_their_key():
+    with pytest.raises(ConfigError, match="rl.rollouts_per_step"):
+        check_config(load_config("tiny", ["rl.rollouts_per_step=3", "rl.num_generations=2"]))
+    with pytest.raises(ConfigError, match="rl.num_generations"):
+        check_config(load_config("tiny", ["rl.num_generations=1"]))
+    with pytest.raises(ConfigError, match="micro_batch"):
+        check_config(load_config("tiny", ["rl.micro_batch=3"]), num_processes=1)
+    with pytest.raises(ConfigError, match="unknown key 'rl.stepz'"):
+        load_config("tiny", ["rl.stepz=3"])
+    cfg = load_config("tiny", ["rl.generation=gpu"])
+    with pytest.raises(ConfigError, match="rl.generation"):
+        generation_mode(cfg, base_policy(cfg))
+    cfg = load_config("tiny", ["rl.generation=server"])  # the tiny root has no server
+    with pytest.raises(ConfigError, match="models.root.base_url"):
+        generation_mode(cfg, base_policy(cfg))
+
+
+def test_generation_mode_and_resumable_hash():
+    tiny, default = load_config("tiny"), load_config("default")
+    assert generation_mode(tiny, base_policy(tiny)) == "in_process"  # local root: the trainer's own model
+    assert generation_mode(default, base_policy(default)) == "server"  # vLLM root: LoRA modules per step
+    # More steps continue the same run; a different learning rate is another run.
+    assert config_hash(load_config("tiny", ["rl.steps=9"])) == config_hash(tiny)
+    assert config_hash(load_config("tiny", ["rl.learning_rate=0.5"])) != config_hash(tiny)
+
+
+def test_nightly_method_is_sft_or_rl(tmp_path):
+    from stages import nightly
+
+    with pytest.raises(ConfigError, match="nightly.method"):
+        nightly.run(load_config("tiny", [f"run.dir={tmp_path}", "nightly.method=ppo"]))
