@@ -68,6 +68,8 @@ distill: $(STAMP) sandbox-tools $(MANAGED) ## run the whole pipeline once on the
 	$(PY) -m pipeline --recipe $(RECIPE) distill $(ARGS)
 
 rl: $(STAMP) sandbox-tools $(MANAGED) ## GRPO on the root from the champion, evaluated on held-out rooms (docs/rl.md)
+	# the recipe's rooms first (nothing to do when they exist), so a fresh clone can run it
+	$(PY) -m pipeline --recipe $(RECIPE) rooms generate
 	$(PY) -m pipeline --recipe $(RECIPE) rl $(ARGS)
 
 nightly: $(STAMP) sandbox-tools $(MANAGED) ## run one nightly improvement round (safe to schedule)

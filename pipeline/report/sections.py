@@ -479,4 +479,35 @@ def rl_section(
             f"{last['step']}; held-out lift of {labels.get(policy, policy)} over its start "
             f"{pts_ci(lift['value'], lift['ci_low'], lift['ci_high'])}: {verdict}."
         )
+    for rl_id, rows_ in steps.items():
+        table = rl_before_after(labels, rl_id, rows_[0], eval_rows)
+        if table:
+            s.blocks.append(table)
     return s, png
+
+
+def rl_before_after(labels: dict[str, str], rl_id: str, step: dict, eval_rows: list[dict]) -> Table | None:
+    """Held-out score, coverage and behaviour of an RL run's start and its policy (the report's Figure 13 /
+    Table 2 as numbers), from the newest evaluation when it holds both; None otherwise."""
+    by = by_policy(eval_rows)
+    start, policy = step.get("start_policy_id"), step.get("policy_id")
+    if start not in by or policy not in by:
+        return None
+    table = Table(
+        ["held-out", f"start: {labels.get(start, start)}", f"after RL: {labels.get(policy, policy)}"],
+        [],
+        f"{rl_id}: before and after, on the newest evaluation's held-out rooms (score and coverage "
+        "with 95% bootstrap intervals over rooms; behaviour as in the evaluation's behaviour table).",
+    )
+
+    def ci(pid: str, metric: str) -> str:
+        r = by[pid].get(metric)
+        return pct_ci(r["value"], r["ci_low"], r["ci_high"]) if r else MISSING
+
+    for metric, label in (("score", "score"), ("coverage", "coverage"), ("finished_rate", "finished")):
+        table.rows.append([label, ci(start, metric), ci(policy, metric)])
+    for metric in BEHAVIOUR:
+        values = [by[p].get(metric.name, {}).get("value") for p in (start, policy)]
+        if any(v is not None for v in values):
+            table.rows.append([metric.label] + [fmt(v, metric.kind) for v in values])
+    return table

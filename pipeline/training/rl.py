@@ -465,6 +465,27 @@ def _mark_running(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLP
         con.execute("update rl_runs set status = 'running', ended_at = null where rl_id = ?", [plan.rl_id])
 
 
+def start_model(cfg: PipelineConfig, start: Policy, model: Any) -> tuple[Any, Any]:
+    """(model, peft_config) for GRPOTrainer from the start policy's weights.
+
+    A base policy gets a fresh LoRA from the ``train`` section, as SFT would. A policy with an adapter
+    (an SFT champion) goes on training that adapter: RL continues where SFT stopped, and every step's
+    adapter is still a LoRA on the same base model, so vLLM serves it as a module like any other.
+    """
+    from peft import PeftModel
+
+    from pipeline.training.sft import lora_config
+
+    if not start.adapter:
+        return model, lora_config(cfg)
+    folder = resolve_path(cfg.run.dir, start.adapter)
+    if not (folder / "adapter_config.json").exists():
+        raise RLError(
+            f"rl.policy: {start.policy_id}'s adapter folder {start.adapter} has no adapter_config.json"
+        )
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True), None
+
+
 def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> dict[str, Any]:
     """GRPO from the plan's start policy (or resume it); returns counts with the new policy id."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -476,8 +497,6 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    from pipeline.training.sft import lora_config
-
     if PartialState().num_processes > 1:
         # Every rollout is written and graded by the one process that holds the warehouse (DuckDB has one
         # writer); rollouts from several ranks would have to be gathered to it first, which is not built yet.
@@ -485,11 +504,6 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
             "rl: runs in one process for now; start it with python -m pipeline, not accelerate launch"
         )
     check_config(cfg)
-    if plan.start.adapter:
-        raise RLError(
-            f"rl.policy: {plan.start.policy_id} carries an adapter; RL starts from a base policy "
-            "(stacking a new LoRA on a trained one is not supported yet)"
-        )
     if plan.start.harness != "rlm":
         raise RLError(
             f"rl.policy: {plan.start.policy_id} runs the {plan.start.harness!r} harness; RL trains the RLM root"
@@ -506,8 +520,10 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
         tokenizer = AutoTokenizer.from_pretrained(base)
         gen_tokenizer = AutoTokenizer.from_pretrained(base)  # left-padded copy for generation
         args = grpo_config(cfg, str(ckpt_dir))
-        model = AutoModelForCausalLM.from_pretrained(
-            base, dtype=torch.bfloat16 if args.bf16 else torch.float32
+        model, peft_config = start_model(
+            cfg,
+            plan.start,
+            AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16 if args.bf16 else torch.float32),
         )
         runner = RoomRollouts(con, cfg, plan, gen_tokenizer)
         inner = make_rollout_func(runner, tokenizer, cfg.rl.max_length)
@@ -532,7 +548,7 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
                 _room_rows(plan.rooms, cfg.rl.rollouts_per_step // cfg.rl.num_generations)
             ),
             processing_class=tokenizer,
-            peft_config=lora_config(cfg),
+            peft_config=peft_config,
             rollout_func=rollout_func,
             callbacks=[recorder.callback()],
         )

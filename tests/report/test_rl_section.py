@@ -47,6 +47,30 @@ def test_band_and_the_reward_rising_while_heldout_falls(tmp_path):
     assert sections.rl_section({}, {}, [], tmp_path) == (None, None)
 
 
+def test_before_and_after_table_reads_the_evaluation_of_start_and_rl_policy(tmp_path):
+    con = _warehouse(tmp_path)
+    try:
+        by_run = data.rl_steps(con)
+    finally:
+        con.close()
+
+    def row(pid, metric, value):
+        return {"policy_id": pid, "base_policy_id": "base-1", "metric": metric, "value": value,
+                "ci_low": value - 0.1, "ci_high": value + 0.1, "n_rooms": 3}  # fmt: skip
+
+    eval_rows = [row("base-1", "score", 0.5), row("base-1", "coverage", 0.6), row("sft-rl", "score", 0.7),
+                 row("sft-rl", "coverage", 0.9), row("sft-rl", "lift", 0.2)]  # fmt: skip
+    section, _ = sections.rl_section({"base-1": "base", "sft-rl": "RL"}, by_run, eval_rows, tmp_path)
+    (table,) = [b for b in section.blocks if isinstance(b, Table) and b.headers[0] == "held-out"]
+    assert table.headers[1:] == ["start: base", "after RL: RL"]
+    got = {r[0]: r[1:] for r in table.rows}
+    assert got["score"][0].startswith("50") and got["score"][1].startswith("70")
+    assert got["coverage"][0].startswith("60") and got["coverage"][1].startswith("90")
+    # an evaluation without the RL policy gives no before/after table
+    section, _ = sections.rl_section({}, by_run, eval_rows[:2], tmp_path)
+    assert not [b for b in section.blocks if isinstance(b, Table) and b.headers[0] == "held-out"]
+
+
 def test_rl_policies_are_labelled_rl(tmp_path):
     from pipeline.policies import Policy, register_policy
 
