@@ -256,6 +256,11 @@ class RLConfig:
     evaluate: bool = _f(
         True, "evaluate the trained policy against its start on held-out rooms and apply the champion rule"
     )
+    coverage_weight: float = _f(
+        0.0,
+        "optional reward term: this weight x the rollout's probe coverage (share of the room that reached any "
+        "model) is added to the judge's headline; 0 (default): the headline alone, as the reference report",
+    )
     extra: dict[str, Any] = _f({}, "further GRPOConfig fields passed through unchanged (win over the above)")
 
 

@@ -106,6 +106,8 @@ def check_config(cfg: PipelineConfig, num_processes: int = 1) -> None:
         raise ConfigError(
             f"rl.rollouts_per_step ({r.rollouts_per_step}) must be a multiple of rl.num_generations ({r.num_generations})"
         )
+    if r.coverage_weight < 0:
+        raise ConfigError(f"rl.coverage_weight ({r.coverage_weight}) must be >= 0: it pays for coverage")
     per = r.micro_batch * num_processes
     if r.micro_batch < 1 or r.rollouts_per_step % per:
         raise ConfigError(
@@ -175,6 +177,37 @@ class StepStats:
     logs: dict[str, float] = field(default_factory=dict)
 
 
+def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """trajectory id -> the reference judge's newest grade (headline, quoted_words, cut) and its probe
+    coverage (the share of the room that reached any model; None before coverage was measured)."""
+    rows = db.fetch_dicts(
+        con,
+        """
+        with coverage as (
+            select trajectory_id, n_seen / greatest(n_probes, 1) as coverage
+            from coverage
+            where scope = 'all' and grouping = 'total' and list_contains(?, trajectory_id)
+        )
+        select m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage
+        from memo_scores as m
+        left join coverage as c using (trajectory_id)
+        where m.judge = 'reference' and list_contains(?, m.trajectory_id)
+        qualify row_number() over (partition by m.trajectory_id order by m.grader_version desc) = 1
+        """,
+        [ids, ids],
+    )
+    return {r["trajectory_id"]: r for r in rows}
+
+
+def reward(score: dict[str, Any], coverage_weight: float = 0.0) -> float:
+    """A rollout's reward: the judge's headline (0 for a memo the judge never scored), plus
+    ``coverage_weight`` x its probe coverage when that optional term is on (rl.coverage_weight)."""
+    headline = score.get("headline") or 0.0
+    if not coverage_weight:
+        return headline
+    return headline + coverage_weight * (score.get("coverage") or 0.0)
+
+
 def _zero_advantage_share(rewards: list[float], group: int) -> float:
     groups = [rewards[i : i + group] for i in range(0, len(rewards), group)]
     return sum(max(g) - min(g) < 1e-12 for g in groups) / max(1, len(groups))
@@ -216,10 +249,10 @@ class RoomRollouts:
 
         ids = [j.trajectory_id for j in jobs]
         grade_reference(self.con, self.cfg, only=set(ids))
-        scores = self._scores(ids)
+        scores = rollout_scores(self.con, ids)
         grade_s = time.monotonic() - t1
 
-        rewards = [scores.get(t, {}).get("headline") or 0.0 for t in ids]
+        rewards = [reward(scores.get(t, {}), self.cfg.rl.coverage_weight) for t in ids]
         with db.transaction(self.con):
             self.con.executemany(
                 "insert into rl_rollouts (rl_id, step, slot, room_id, trajectory_id, reward) values (?, ?, ?, ?, ?, ?) "
@@ -254,19 +287,6 @@ class RoomRollouts:
             "select trajectory_id from trajectories where list_contains(?, trajectory_id)", [ids]
         ).fetchall()
         return {r[0] for r in rows}
-
-    def _scores(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        rows = db.fetch_dicts(
-            self.con,
-            """
-            select trajectory_id, headline, quoted_words, cut
-            from memo_scores
-            where judge = 'reference' and list_contains(?, trajectory_id)
-            qualify row_number() over (partition by trajectory_id order by grader_version desc) = 1
-            """,
-            [ids],
-        )
-        return {r["trajectory_id"]: r for r in rows}
 
     async def _episodes(self, policy: Policy, jobs: list[Any], rooms: dict[str, Any], trainer: Any) -> None:
         """Run ``jobs`` like the sampler does (same harness, sandbox, subagents), each written whole when it ends."""

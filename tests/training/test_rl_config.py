@@ -40,3 +40,35 @@ def test_nightly_method_is_sft_or_rl(tmp_path):
 
     with pytest.raises(ConfigError, match="nightly.method"):
         nightly.run(load_config("tiny", [f"run.dir={tmp_path}", "nightly.method=ppo"]))
+
+
+def test_reward_is_the_headline_unless_the_coverage_term_is_on(tmp_path):
+    from pipeline import db
+    from pipeline.training.rl import reward, rollout_scores
+
+    con = db.connect(tmp_path / "w.duckdb")
+    try:
+        now = db.now()
+        grade = dict(judge="reference", recall=0.5, precision=1.0, n_claims=1, n_false_claims=0, traps_failed=0,
+                     memo_words=10, budget_words=600, cut=False, quoted_words=0, graded_at=now)  # fmt: skip
+        db.write_rows(con, "memo_scores", [
+            {"trajectory_id": "t1", "grader_version": 2, "headline": 0.2, **grade},
+            {"trajectory_id": "t1", "grader_version": 3, "headline": 0.6, **grade},  # the newest grade counts
+            {"trajectory_id": "t2", "grader_version": 3, "headline": 0.4, **grade},
+        ])  # fmt: skip
+        db.write_rows(con, "coverage", [
+            {"trajectory_id": "t1", "scope": "all", "grouping": "total", "group_value": "", "n_probes": 10, "n_seen": 5},
+            {"trajectory_id": "t1", "scope": "root", "grouping": "total", "group_value": "", "n_probes": 10, "n_seen": 1},
+        ])  # fmt: skip
+        scores = rollout_scores(con, ["t1", "t2", "t3"])
+    finally:
+        con.close()
+    assert set(scores) == {"t1", "t2"}  # t3 was never graded
+    assert scores["t1"]["headline"] == 0.6 and scores["t1"]["coverage"] == 0.5
+    assert scores["t2"]["coverage"] is None
+    assert reward(scores["t1"]) == 0.6  # default: the judge's headline alone
+    assert reward(scores["t1"], coverage_weight=0.5) == 0.6 + 0.25
+    assert reward(scores["t2"], coverage_weight=0.5) == 0.4  # no coverage measured: no bonus
+    assert reward({}, coverage_weight=0.5) == 0.0  # never graded: no reward
+    with pytest.raises(ConfigError, match="rl.coverage_weight"):
+        check_config(load_config("tiny", ["rl.coverage_weight=-1"]))
