@@ -15,7 +15,7 @@ from pipeline.grading.agreement import agreement_report
 from pipeline.grading.judge_check import latest_check
 from pipeline.report import data, sections, trace_data, trace_pages
 from pipeline.report.cost_section import cost_section
-from pipeline.report.known_answers import known_answers_section
+from pipeline.report.known_answers import known_answer_scale, known_answers_section
 from pipeline.report.render import Section, to_html, to_markdown
 from pipeline.report.trace_sections import trajectories_to_read
 
@@ -41,7 +41,8 @@ def build(
         selection, data.funnel_rows(con, selection[0]) if selection else [], out
     )
     training, training_png = sections.training_section(data.train_runs(con), data.train_logs(con), out)
-    rl, rl_png = sections.rl_section(labels, data.rl_steps(con), eval_rows, out)
+    scale = {rl_id: known_answer_scale(con, rooms) for rl_id, rooms in data.rl_rooms(con).items()}
+    rl, rl_png = sections.rl_section(labels, data.rl_steps(con), eval_rows, out, scale)
     pngs += [p for p in (funnel_png, training_png, rl_png) if p]
     summaries = data.policy_summaries(con)
     cost, cost_pngs = cost_section(

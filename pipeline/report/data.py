@@ -151,3 +151,11 @@ def rl_steps(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
     for r in db.fetch_dicts(con, "select * from rl_step_summary order by rl_id, step"):
         by.setdefault(r["rl_id"], []).append(r)
     return by
+
+
+def rl_rooms(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """rl_id -> the rooms its rollouts were drawn from."""
+    by: dict[str, list[str]] = {}
+    for rl_id, room in con.execute("select distinct rl_id, room_id from rl_rollouts order by all").fetchall():
+        by.setdefault(rl_id, []).append(room)
+    return by

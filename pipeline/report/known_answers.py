@@ -82,3 +82,13 @@ def known_answers_section(
     )
     s.blocks.append(table)
     return s
+
+
+def known_answer_scale(con: duckdb.DuckDBPyConnection, rooms: list[str]) -> dict[str, float]:
+    """Known-answer memo -> its mean headline over ``rooms`` (the same seed as the section above): the
+    scale an RL run's rewards are read on, for the rooms its rollouts were drawn from."""
+    by_memo: dict[str, list[float]] = defaultdict(list)
+    for name in rooms:
+        for row in check_room(store.load_room(con, name, with_text=True), seed=SEED):
+            by_memo[row["memo"]].append(float(row["headline"]))
+    return {memo: sum(v) / len(v) for memo, v in by_memo.items()}

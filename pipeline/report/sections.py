@@ -411,9 +411,14 @@ def metadata_section(
 
 
 def rl_section(
-    labels: dict[str, str], steps: dict[str, list[dict]], eval_rows: list[dict], out: Path
+    labels: dict[str, str],
+    steps: dict[str, list[dict]],
+    eval_rows: list[dict],
+    out: Path,
+    scale: dict[str, dict[str, float]] | None = None,
 ) -> tuple[Section | None, Path | None]:
-    """GRPO runs: reward per step with its band, rollout time per step, the reward-hacking watch; None before any."""
+    """GRPO runs: reward per step with its band, rollout time per step, the reward-hacking watch (with the
+    known-answer memos of the run's rooms, ``scale``: rl_id -> memo -> mean headline); None before any."""
     if not steps:
         return None, None
     s = Section("Reinforcement learning (GRPO on the root)")
@@ -479,6 +484,19 @@ def rl_section(
             f"{last['step']}; held-out lift of {labels.get(policy, policy)} over its start "
             f"{pts_ci(lift['value'], lift['ci_low'], lift['ci_high'])}: {verdict}."
         )
+    for rl_id, memos in (scale or {}).items():
+        if memos and rl_id in steps:
+            best = max((r["reward_mean"] for r in steps[rl_id] if r["reward_mean"] is not None), default=None)
+            s.blocks.append(
+                Table(
+                    ["memo", "headline on the run's rooms"],
+                    [[f"{rl_id}: best step's mean reward", fmt(best, "num2")]]
+                    + [[m, fmt(v, "num2")] for m, v in memos.items()],
+                    f"{rl_id}: the known-answer memos of the rooms its rollouts were drawn from, graded by the "
+                    "same judge: a mean reward near near_copy, claim_stuffing or repetition rather than near "
+                    "oracle or paraphrase says what the policy found.",
+                )
+            )
     for rl_id, rows_ in steps.items():
         table = rl_before_after(labels, rl_id, rows_[0], eval_rows)
         if table:

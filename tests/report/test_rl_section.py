@@ -90,3 +90,30 @@ def test_rl_policies_are_labelled_rl(tmp_path):
     assert final.policy_id.startswith("grpo-") and step.policy_id.startswith("grpo-")
     assert labels[final.policy_id] == "RL" and labels[step.policy_id] == "RL step 1 (rl-1)"
     assert labels[start.policy_id] == "base"
+
+
+def test_known_answer_scale_of_the_runs_rooms(tmp_path):
+    """The RL section puts the run's best mean reward beside the known-answer memos of the run's own rooms."""
+    from pipeline.report.known_answers import known_answer_scale
+    from pipeline.rooms import store
+    from pipeline.rooms.synthetic.generator import generate_room
+
+    con = _warehouse(tmp_path)
+    try:
+        store.save_room(con, generate_room("rl-room", seed=4, n_documents=6, tokens_per_document=200))
+        db.write_rows(con, "rl_rollouts", [
+            {"rl_id": "rl-1", "step": 1, "slot": s, "room_id": "rl-room", "trajectory_id": f"t{s}", "reward": 0.1}
+            for s in range(2)
+        ])  # fmt: skip
+        rooms = data.rl_rooms(con)
+        scale = {rl_id: known_answer_scale(con, names) for rl_id, names in rooms.items()}
+        by_run = data.rl_steps(con)
+    finally:
+        con.close()
+    assert rooms == {"rl-1": ["rl-room"]}
+    assert scale["rl-1"]["oracle"] > 0.9 and scale["rl-1"]["dump"] < 0.1
+    section, _ = sections.rl_section({}, by_run, [], tmp_path, scale)
+    (table,) = [b for b in section.blocks if isinstance(b, Table) and b.headers[0] == "memo"]
+    got = dict(table.rows)
+    assert got["rl-1: best step's mean reward"] == "0.40"  # the better of the two steps' means
+    assert set(scale["rl-1"]) <= set(got)
