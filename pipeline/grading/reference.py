@@ -141,6 +141,18 @@ def default_budget(room: Room) -> int:
 
 
 @dataclass
+class ReadUnit:
+    """One unit of the memo as written, and what the reading made of it (for the trajectory page)."""
+
+    raw: str  # the memo's own text of this unit
+    state: str  # read | repeat (a near copy of an earlier unit) | padding (a further one) | copied (all quotation)
+    number: int | None = None  # 1-based among the read units: the number the verdicts name
+    quoted_words: int = 0
+    read_as: str = ""  # the text the judge read, when quotation was cut out of it
+    prepared: PreparedUnit | None = None
+
+
+@dataclass
 class Reading:
     """A memo as the reference judge reads it."""
 
@@ -153,6 +165,7 @@ class Reading:
     # normalised unit -> its own words (memo_text.own_text): a finding is asserted there, not by a file
     # name or inside a quoted clause
     asserting: dict[str, str] = field(default_factory=dict)
+    trail: list[ReadUnit] = field(default_factory=list)  # every unit within the budget, in the memo's order
 
     def says(self, norm: str) -> str:
         return self.asserting.get(norm, norm)
@@ -298,16 +311,20 @@ class ReferenceGrader:
         seen: list[list[str]] = []  # own words of each unit read so far
         facts: list[tuple[set[str], set[float], str]] = []  # its references, amounts, own text
         restated: dict[int, int] = defaultdict(int)  # unit read -> repeats of it so far
-        read = [strip_quotation(u, self.index) for u in units(text)]
+        raws = units(text)
+        read = [strip_quotation(u, self.index) for u in raws]
         pasted = sum(uq.near_copied for uq in read)
         if pasted >= PASTED_UNITS and pasted >= PASTED_SHARE * len(read):  # a memo that pastes: read strictly
-            read = [strip_quotation(u, self.index, strict=True) for u in units(text)]
-        for uq in read:
+            read = [strip_quotation(u, self.index, strict=True) for u in raws]
+        for raw, uq in zip(raws, read, strict=True):
             reading.quoted_words += uq.quoted_words
+            trail = ReadUnit(raw, "copied", quoted_words=uq.quoted_words)
+            reading.trail.append(trail)
             if not uq.text.strip():
                 continue
             norm = normalize(uq.text)
             prepared = (uq.text, norm, parse_amounts(uq.text))
+            trail.prepared, trail.read_as = prepared, uq.text if uq.quoted_words else ""
             own = reading.asserting[norm] = normalize(uq.own)
             words = _WORDS.findall(own)
             mine = (self._refs(uq.text, norm), {round(v, 2) for v in prepared[2]}, own)
@@ -319,10 +336,13 @@ class ReferenceGrader:
                 if first is not None:
                     reading.repeats.append(prepared)
                     restated[first] += 1
+                    trail.state = "repeat"
                     if restated[first] > 1:
                         reading.padding.append(prepared)
+                        trail.state = "padding"
                     continue
             reading.units.append(prepared)
+            trail.state, trail.number = "read", len(reading.units)
             seen.append(words)
             facts.append(mine)
         return reading
@@ -407,12 +427,17 @@ class ReferenceGrader:
                 expected += truth.chance.get(kind, 0.0)
         return n_true, false, expected
 
-    def claims(self, prepared) -> tuple[int, list[str]]:
-        """(true claims, false claims as 'kind @ refs') of prepared units, as ``grade`` judges them.
-
-        The trajectory page (pipeline.report.memo_marks) asks it one unit at a time.
-        """
-        n_true, false, _ = self._claims(prepared)
+    def claims(self, unit: ReadUnit, reading: Reading) -> tuple[int, list[str]]:
+        """(true claims, false claims as 'kind @ refs') of one unit of ``reading``, as ``grade`` judges them
+        (a padding unit's claims are false). The trajectory page (pipeline.report.memo_marks) asks it."""
+        if unit.prepared is None or unit.state not in ("read", "padding"):
+            return 0, []
+        padding = unit.state == "padding"
+        one = Reading(
+            [] if padding else [unit.prepared], [], [unit.prepared] if padding else [], 0, False, 0,
+            reading.asserting,
+        )  # fmt: skip
+        n_true, false, _ = self._claims(one)
         return n_true, false
 
     def readable(self, memo: str) -> str:

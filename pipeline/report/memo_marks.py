@@ -3,9 +3,10 @@
 The judge records one line per criterion ("unit 3 has every field", "no unit
 has every field; closest (unit 2) lacks amount 1,250,000", "unit 4 flags the
 decoy"), numbering the units it kept after the reading budget and quotation
-(pipeline.grading.reference). To place those verdicts, this module reads the
-memo again the same way: the budget cut, the units, the quotation cut per
-unit, and the claims per unit. The numbers agree with the stored verdicts
+(pipeline.grading.reference). To place those verdicts, this module asks the
+judge to read the memo again (ReferenceGrader.read: the budget cut, the units,
+quotation and near copies cut per unit, repeated units set aside) and keeps its
+trail of every unit, then the claims per unit. The numbers agree with the stored verdicts
 only while the grader version is the one that graded, so the page says when
 it is not.
 """
@@ -15,8 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipeline.grading.criteria import normalize, parse_amounts, units
-from pipeline.grading.memo_text import cut_to_budget, strip_quotation
+from pipeline.grading.memo_text import cut_to_budget
 from pipeline.grading.reference import ReferenceGrader
 
 _UNIT_REF = re.compile(r"\bunit (\d+)\b")
@@ -30,6 +30,9 @@ class Unit:
     read_as: str = ""  # what the judge read when it cut quotation out ("" = as written)
     quoted_words: int = 0  # words set aside as copied from the room
     copied: bool = False  # the whole unit is quotation: it satisfies nothing
+    repeat: str = (
+        ""  # "repeat": a near copy of an earlier unit, set aside; "padding": a further one (claims false)
+    )
     passed: list[dict] = field(default_factory=list)  # criteria this unit passed
     closest: list[dict] = field(default_factory=list)  # failed criteria whose closest unit this is
     flagged_decoys: list[dict] = field(default_factory=list)  # traps this unit failed
@@ -59,20 +62,17 @@ def missing_of(reason: str) -> str:
 
 def mark(memo: str, grader: ReferenceGrader, verdicts: list[dict]) -> MarkedMemo:
     """The memo's units with ``verdicts`` (reference `grades` rows with criterion text) placed on them."""
+    reading = grader.read(memo or "")
     text, n_words, _ = cut_to_budget(memo or "", grader.budget_words)
     out: list[Unit] = []
     by_number: dict[int, Unit] = {}
-    for raw in units(text):
-        uq = strip_quotation(raw, grader.index)
-        if not uq.text.strip():
-            out.append(Unit(raw, None, quoted_words=uq.quoted_words, copied=True))
-            continue
-        unit = Unit(raw, len(by_number) + 1, quoted_words=uq.quoted_words)
-        if uq.quoted_words:
-            unit.read_as = uq.text
-        prepared = [(uq.text, normalize(uq.text), parse_amounts(uq.text))]
-        unit.true_claims, unit.false_claims = grader.claims(prepared)
-        by_number[unit.number] = unit
+    for t in reading.trail:
+        unit = Unit(t.raw, t.number, read_as=t.read_as, quoted_words=t.quoted_words)
+        unit.copied = t.state == "copied"
+        unit.repeat = t.state if t.state in ("repeat", "padding") else ""
+        unit.true_claims, unit.false_claims = grader.claims(t, reading)
+        if t.number is not None:
+            by_number[t.number] = unit
         out.append(unit)
     for v in verdicts:
         unit = by_number.get(unit_of(v.get("reason") or ""))

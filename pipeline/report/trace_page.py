@@ -185,7 +185,13 @@ def _memo(marked: MarkedMemo | None, view: TraceView) -> str:
             )
         elif u.quoted_words:
             marks.append(f'<span class="mark copied">{u.quoted_words} copied words cut out</span>')
-        label = f"unit {u.number}" if u.number else "copied: not read"
+        if u.repeat:
+            classes.append("copied")
+            what = "repeats an earlier unit: set aside" + (
+                ", its claims false" if u.repeat == "padding" else ""
+            )
+            marks.append(f'<span class="mark copied">{what}</span>')
+        label = f"unit {u.number}" if u.number else ("repeat: not read" if u.repeat else "copied: not read")
         extra = (
             f"<details><summary>as the judge read it</summary><pre>{e(u.read_as)}</pre></details>"
             if u.read_as
