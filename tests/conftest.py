@@ -4,8 +4,14 @@
   (converted once; ``RLM_MODEL_CACHE`` chooses the cache folder).
 - ``transformers_server``: a real ``transformers serve`` process on a free
   local port serving that folder offline; yields ``ServedModel(base_url, model)``.
+- ``vllm_port``: one real vLLM server (CPU build, .venv-vllm) for the whole
+  session, shared by the serving, judge and RL tests (a start costs over a
+  minute on 2 cores); ``vllm_overrides(run_dir, port)`` points a tiny-recipe
+  config at it. The one test that kills it is marked ``kills_vllm`` and runs
+  last.
+- ``distilled``: one real tiny ``distill``, shared by the tests that read it.
 
-Tests that use either are marked ``@pytest.mark.slow``.
+Tests that use any of them are marked ``@pytest.mark.slow``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,55 @@ import pytest
 # Nothing in the test suite may reach the Hugging Face hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = Path(os.environ.get("RLM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+# What only a test marked slow may start: `make test-fast` promises none of it (a model, a server,
+# a browser, a subprocess stage), and the guard below holds every unmarked test to that.
+HEAVY_MODULES = ("pipeline", "stages", "vllm", "accelerate", "ray")
+HEAVY_PROGRAMS = (
+    "chromium", "chromium-browser", "google-chrome", "transformers", "accelerate", "vllm", "ray", "raylet", "gcs_server",
+)  # fmt: skip
+
+
+def heavy_command(argv: list[str]) -> str | None:
+    """What in ``argv`` makes a test slow (a stage, a server, a browser, a test driver), or None."""
+    if argv and Path(argv[0]).name in HEAVY_PROGRAMS:
+        return Path(argv[0]).name
+    for flag, module in zip(argv, argv[1:], strict=False):
+        if flag == "-m" and module.split(".")[0] in HEAVY_MODULES:
+            return f"python -m {module}"
+    drivers = [a for a in argv if a.endswith(".py") and Path(a).resolve().is_relative_to(ROOT / "tests")]
+    return f"the driver {Path(drivers[0]).name}" if drivers else None
+
+
+@pytest.fixture(autouse=True)
+def _unmarked_tests_start_nothing_heavy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    if request.node.get_closest_marker("slow"):
+        return
+    from pipeline.llm import smollm2
+
+    def refuse(what: str):
+        pytest.fail(f"{request.node.nodeid} starts {what}: mark it @pytest.mark.slow", pytrace=False)
+
+    popen_init = subprocess.Popen.__init__
+
+    def guarded_init(self, args, *rest, **kwargs):
+        argv = [str(a) for a in args] if isinstance(args, list | tuple) else str(args).split()
+        what = heavy_command(argv)
+        if what:
+            refuse(what)
+        popen_init(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_init)
+    monkeypatch.setattr(smollm2, "ensure_model", lambda *a, **k: refuse("the embedded model"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The test that kills the shared vLLM server runs after every test that uses it (a stable sort).
+    items.sort(key=lambda item: item.get_closest_marker("kills_vllm") is not None)
 
 
 def free_port() -> int:
@@ -100,6 +155,53 @@ def transformers_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFac
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def require_vllm() -> None:
+    """Skip without vLLM; under `make test` (RLM_REQUIRE_VLLM=1) a missing vLLM fails instead."""
+    if not VLLM_PYTHON.exists():
+        if os.environ.get("RLM_REQUIRE_VLLM") == "1":
+            pytest.fail(f"{VLLM_PYTHON} missing: `make vllm-env` installs vLLM")
+        pytest.skip("vLLM is not installed (`make vllm-env`)")
+
+
+def vllm_overrides(run_dir: Path, port: int) -> list[str]:
+    """The tiny recipe with its root on the vLLM server at ``port``, one program turn as the default recipe.
+
+    The server arguments are the llm-judge recipe's (LoRA at runtime, compact JSON for structured
+    outputs), so one server serves sampling, runtime LoRA modules, RL and the judge.
+    """
+    return [
+        f"run.dir={run_dir}",
+        "models.root.kind=openai",
+        "models.root.model=smollm2",
+        f"models.root.base_url=http://127.0.0.1:{port}/v1",
+        "models.root.context_tokens=8192",
+        "models.root.timeout_s=300",
+        "models.root.send_seed=false",  # as the vllm-cpu recipe (docs/production.md)
+        # As the default recipe: on CPU every extra turn is a full re-prefill of the conversation.
+        "harness.max_turns=1",
+        "serve.models={smollm2: embedded}",
+        f"serve.python={VLLM_PYTHON}",
+        "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching, "
+        "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']",
+        "serve.env={VLLM_CPU_KVCACHE_SPACE: '2'}",
+        "serve.start_timeout_s=420",
+    ]
+
+
+@pytest.fixture(scope="session")
+def vllm_port(tmp_path_factory: pytest.TempPathFactory):
+    """The port of one vLLM server started as `pipeline serve` starts it, for the whole session."""
+    from pipeline.config import load_config
+    from pipeline.serving import running_servers
+
+    require_vllm()
+    port = free_port()
+    cfg = load_config("tiny", vllm_overrides(tmp_path_factory.mktemp("vllm_server"), port))
+    with running_servers(cfg) as specs:
+        assert [(s.port, s.served_name, s.lora) for s in specs] == [(port, "smollm2", True)]
+        yield port
 
 
 @dataclass

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipeline import run_folder
@@ -24,6 +25,7 @@ def pipeline(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_step_run_too_early_is_one_line_and_recorded(tmp_path):
     """`sample` before `rooms generate`: one line naming the next command, exit 1, a failed record."""
     proc = pipeline(tmp_path, "sample")
@@ -36,6 +38,7 @@ def test_a_step_run_too_early_is_one_line_and_recorded(tmp_path):
     assert "rooms generate" in record["error"]
 
 
+@pytest.mark.slow
 def test_run_folder_appends_one_record_per_command(tmp_path):
     assert pipeline(tmp_path, "rooms", "list").returncode == 0
     assert run_folder.read_records(tmp_path) == []  # read-only commands leave the folder as it is
@@ -51,6 +54,7 @@ def test_run_folder_appends_one_record_per_command(tmp_path):
     assert yaml.safe_load(run_folder.config_file(tmp_path, second).read_text())["rooms"]["n_rooms"] == 4
 
 
+@pytest.mark.slow
 def test_unknown_key_is_one_line(tmp_path):
     proc = pipeline(tmp_path, "sample", "sample.nope=1")
     assert proc.returncode == 1
@@ -60,6 +64,7 @@ def test_unknown_key_is_one_line(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_unknown_policy_in_a_recipe_key_is_one_line_naming_the_key(tmp_path):
     assert pipeline(tmp_path, "rooms", "generate").returncode == 0
     proc = pipeline(tmp_path, "evaluate", "evaluate.candidates=[nope]")

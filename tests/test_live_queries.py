@@ -92,6 +92,7 @@ def test_queries_answer_while_a_writer_holds_the_file(warehouse):
     assert _count(warehouse) == 60  # afterwards: straight from the file
 
 
+@pytest.mark.slow
 def test_the_sql_command_answers_during_a_run_and_refuses_writes(warehouse):
     writer = _start(WRITER, str(warehouse), "200")
     try:
@@ -216,6 +217,7 @@ class Shell:
         return self.proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_an_idle_shell_holds_no_lock(warehouse):
     shell = Shell(warehouse.parent)
     try:

@@ -131,6 +131,7 @@ def test_distill_then_two_nightly_rounds(distilled, tmp_path):
     con.close()
 
 
+@pytest.mark.slow
 def test_concurrent_nightly_is_refused(tmp_path):
     from pipeline.round import run_lock
 

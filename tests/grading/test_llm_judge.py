@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 
 import pytest
@@ -475,45 +474,28 @@ def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_pa
             assert reason.startswith("ungraded"), reason
 
 
-# vLLM as tests/serving/test_vllm.py starts it, plus compact JSON (as the llm-judge and vllm-cpu recipes):
-# the JSON grammar otherwise allows any whitespace between tokens, room for a small model to pad with.
-VLLM_JUDGE_ARGS = (
-    "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching, "
-    "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']"
-)
-
-
 @pytest.fixture(scope="module")
-def vllm_judge(tmp_path_factory):
-    """A vLLM server (CPU build) on the embedded SmolLM2 as root and judge, and the tiny recipe's rooms.
-
-    The server of tests/serving/test_vllm.py cannot be shared: it runs without compact JSON, and
-    its last test kills it. Same overrides otherwise.
-    """
+def vllm_judge(vllm_port, tmp_path_factory):
+    """The session's vLLM server (CPU build; tests/conftest.py) on the embedded SmolLM2 as root and
+    judge, and the tiny recipe's rooms. The server answers structured outputs in compact JSON, as the
+    llm-judge recipe starts it: the JSON grammar otherwise allows any whitespace between tokens, room
+    for a small model to pad with."""
     from pipeline.config import load_config
-    from pipeline.serving import running_servers
     from stages import rooms
-    from tests.conftest import free_port
-    from tests.serving.test_vllm import VLLM_PYTHON, _overrides
+    from tests.conftest import vllm_overrides
 
-    if not VLLM_PYTHON.exists():
-        if os.environ.get("RLM_REQUIRE_VLLM") == "1":
-            pytest.fail(f"{VLLM_PYTHON} missing: `make vllm-env` installs vLLM")
-        pytest.skip("vLLM is not installed (`make vllm-env`)")
-    run_dir, port = tmp_path_factory.mktemp("vllm_judge"), free_port()
     judge = [
         "models.judge.kind=openai",
         "models.judge.model=smollm2",
-        f"models.judge.base_url=http://127.0.0.1:{port}/v1",
+        f"models.judge.base_url=http://127.0.0.1:{vllm_port}/v1",
         "models.judge.context_tokens=8192",
         "models.judge.timeout_s=600",
         "models.judge.send_seed=false",
         "models.judge.concurrency=8",
     ]
-    cfg = load_config("tiny", [*_overrides(run_dir, port), VLLM_JUDGE_ARGS, *judge])
-    with running_servers(cfg):
-        rooms.run(cfg)
-        yield cfg
+    cfg = load_config("tiny", [*vllm_overrides(tmp_path_factory.mktemp("vllm_judge"), vllm_port), *judge])
+    rooms.run(cfg)
+    return cfg
 
 
 @pytest.mark.slow

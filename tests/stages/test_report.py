@@ -299,6 +299,7 @@ window.addEventListener("load", function () {
 """
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(built, tmp_path):
     browser = _chromium()
     if browser is None:

@@ -45,6 +45,7 @@ def _workers() -> set[int]:
     return out
 
 
+@pytest.mark.slow
 def test_sigkill_and_resume_gives_exactly_k_per_pair(run_dir):
     before = _workers()
     rng = random.Random(0)
@@ -84,6 +85,7 @@ def test_sigkill_and_resume_gives_exactly_k_per_pair(run_dir):
     assert not (_workers() - before), "REPL workers outlived a killed sampler"
 
 
+@pytest.mark.slow
 def test_sampled_trajectories_graded_with_hand_checked_coverage(run_dir):
     """Sample + grade on tiny rooms: the program reads every document, so coverage is 1.0 by construction."""
     proc = _driver(run_dir)
@@ -125,6 +127,7 @@ def fresh_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_executor_produces_the_same_rows(run_dir, tmp_path, fresh_ray):
     """sample.executor=ray on a local Ray instance: same trajectories as the local executor."""
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
@@ -144,6 +147,7 @@ def test_ray_executor_produces_the_same_rows(run_dir, tmp_path, fresh_ray):
     assert con.execute("select count(*) from coverage").fetchone()[0] > 0
 
 
+@pytest.mark.slow
 def test_ray_worker_that_dies_loses_nothing(run_dir, tmp_path, fresh_ray):
     """A Ray worker process killed mid-trajectory: the task is retried, every pair still gets k."""
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
