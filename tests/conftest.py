@@ -228,6 +228,8 @@ def distilled(tmp_path_factory: pytest.TempPathFactory) -> DistilledRun:
     run = tmp_path_factory.mktemp("distilled") / "run"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["--recipe", "tiny", "distill", f"run.dir={run}"])
+        # One program turn, as the default recipe: the tiny recipe's second turn doubles every
+        # episode's generation on 2 cores, and no test that reads this run needs it.
+        code = main(["--recipe", "tiny", "distill", f"run.dir={run}", "harness.max_turns=1"])
     assert code == 0, out.getvalue()[-3000:]
     return DistilledRun(run, out.getvalue())
