@@ -68,6 +68,7 @@ def close_round(
     candidate_id: str,
     lift: dict | None,
     nothing_new: bool,
+    withheld: bool = False,
 ) -> str:
     """The round's decision, applied and recorded; returns it.
 
@@ -76,12 +77,16 @@ def close_round(
     a different champion meanwhile (distill compares with the base, not with
     a champion a nightly round promoted), so this round leaves it.
     ``nothing_to_do``: no new trajectories, the same selection and dataset,
-    and the candidate was already evaluated.
+    and the candidate was already evaluated. ``lift_withheld``: the
+    evaluation could not compare the policies (pipeline.evaluation), so the
+    champion stays and the round says why rather than reporting a lift.
     """
     champ = current(con, cfg)
     wins = beats(lift) and candidate_id != start_policy_id
     if nothing_new:
         decision = "nothing_to_do"
+    elif withheld:
+        decision = "lift_withheld"
     elif champ != start_policy_id:
         decision = "left_champion"
     else:

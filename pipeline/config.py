@@ -82,7 +82,16 @@ class BackendConfig:
     base_url: str = _f("", "OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
     api_key_env: str = _f("OPENAI_API_KEY", "environment variable holding the API key (may be unset)")
     concurrency: int = _f(8, "maximum requests in flight to this backend")
-    timeout_s: float = _f(120.0, "per-request timeout")
+    timeout_s: float = _f(
+        120.0,
+        "openai: seconds a request may go without a byte from the server (streamed: without a new "
+        "token), so a slow but progressing reply on a busy server is never cut and retried",
+    )
+    stream: bool = _f(
+        True,
+        "openai: stream completions (SSE), so timeout_s counts silence rather than the whole reply; "
+        "a server that answers with plain JSON is read as before",
+    )
     max_retries: int = _f(4, "retries on 429/5xx/connection errors, with exponential backoff")
     send_seed: bool = _f(
         True,
@@ -271,6 +280,11 @@ class EvaluateConfig:
     candidates: list[str] = _f(
         [],
         "candidate policy ids (--policy); empty: the CLI takes the newest train run's policy and prints it",
+    )
+    max_serving_failed: float = _f(
+        0.05,
+        "largest share of a policy's held-out episodes that may end (timeout or error) before the root's "
+        "server returned a token; above it the lift is withheld and no policy is promoted",
     )
 
 

@@ -7,6 +7,15 @@ writes per policy: the mean headline score with a 95% bootstrap interval
 over rooms, the paired difference to the base with its interval, pass rate
 by criterion kind, coverage, finished rate and the behaviour metrics
 (pipeline.metrics) read from the SQL views — rows of `evaluations`.
+
+An episode that ended before the root's server returned a single token
+(timeout or error) says nothing about the policy. When more than
+``evaluate.max_serving_failed`` of any compared policy's episodes ended so,
+the lift is withheld: a ``lift_withheld`` row (its value the worst share)
+takes the place of each ``lift`` row, and pipeline.champion promotes
+nothing. Measured: a `make distill` whose candidate got no root reply in 16
+of 20 episodes (requests cut by a whole-request timeout on a busy server)
+reported a lift of -0.37 that was the server's, not the policy's.
 """
 
 from __future__ import annotations
@@ -68,6 +77,16 @@ def room_values(
     return {r: float(v) for r, v in rows if v is not None}
 
 
+def serving_failed_share(con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str]) -> float:
+    """Share of the policy's held-out episodes in ``rooms`` that ended before the root's first token."""
+    row = con.execute(
+        "select sum(serving_failed_rate * n_trajectories) / nullif(sum(n_trajectories), 0) "
+        "from room_policy_summary where policy_id = ? and purpose = 'eval' and list_contains(?, room_id)",
+        [policy_id, rooms],
+    ).fetchone()
+    return float(row[0] or 0.0)
+
+
 def evaluate_policies(
     con: duckdb.DuckDBPyConnection,
     cfg: PipelineConfig,
@@ -103,7 +122,10 @@ def evaluate_policies(
         )
 
     B, seed = cfg.evaluate.bootstrap, cfg.run.seed
+    failed = {pid: serving_failed_share(con, pid, rooms) for pid in ids}
+    worst = max(failed.values())
     for pid in ids:
+        add(pid, "serving_failed_rate", failed[pid])
         rates = room_values(con, pid, rooms, "score")
         if rates:
             add(
@@ -116,7 +138,9 @@ def evaluate_policies(
             vals = room_values(con, pid, rooms, col)
             if vals:
                 add(pid, col, *stats.bootstrap_mean_ci(list(vals.values()), n_boot=B, seed=seed), len(vals))
-        if pid != base.policy_id and rates and base_rates:
+        if pid != base.policy_id and worst > cfg.evaluate.max_serving_failed:
+            add(pid, "lift_withheld", worst)
+        elif pid != base.policy_id and rates and base_rates:
             diff, lo, hi, n = stats.paired_diff_ci(rates, base_rates, n_boot=B, seed=seed)
             add(pid, "lift", diff, lo, hi, n)
         where, params = "policy_id = $pid and purpose = 'eval'", {"pid": pid}

@@ -55,6 +55,19 @@ def base_first(policy_ids: Iterable[str], base_id: str | None) -> list[str]:
     return sorted(policy_ids, key=lambda p: (p != base_id, p))
 
 
+def withheld_reason(rows: list[dict]) -> str:
+    """Why an evaluation withheld its lift: each policy's share of episodes with no reply from the root's server."""
+    shares = ", ".join(
+        f"{pid} {m['serving_failed_rate']['value']:.0%}"
+        for pid, m in by_policy(rows).items()
+        if "serving_failed_rate" in m
+    )
+    return (
+        f"held-out episodes that got no reply from the root's server: {shares}; "
+        "that measures the server, not the policy: rerun evaluate once the server keeps up"
+    )
+
+
 def headline(rows: list[dict]) -> str:
     """One line per policy: headline score [CI], and lift [CI] for candidates."""
     out = []
@@ -68,5 +81,7 @@ def headline(rows: list[dict]) -> str:
         if "lift" in m:
             lf = m["lift"]
             line += f"; lift vs base {lf['value']:+.3f} [95% CI {lf['ci_low']:+.3f}, {lf['ci_high']:+.3f}]"
+        if "lift_withheld" in m:
+            line += f"; lift withheld ({withheld_reason(rows)})"
         out.append(line)
     return "\n".join(out)

@@ -70,7 +70,14 @@ def run_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, st
         ev = steps.evaluate(con, cfg, start, [load_policy(con, tr.policy_id)], heldout)
         nothing_new = sampled.counts["sampled"] == 0 and sel.reused and ds.reused and seen
         decision = champion.close_round(
-            con, cfg, round_id, start.policy_id, tr.policy_id, ev.lift(tr.policy_id), nothing_new
+            con,
+            cfg,
+            round_id,
+            start.policy_id,
+            tr.policy_id,
+            ev.lift(tr.policy_id),
+            nothing_new,
+            ev.withheld(tr.policy_id),
         )
     except BaseException:
         with contextlib.suppress(Exception):
@@ -110,6 +117,7 @@ def run_rl_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str,
             trained.policy_id,
             ev.lift(trained.policy_id),
             trained.skipped and seen,
+            ev.withheld(trained.policy_id),
         )
     except BaseException:
         with contextlib.suppress(Exception):

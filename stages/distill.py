@@ -29,6 +29,7 @@ CHAMPION_LINES = {
     "promoted": "champion: {c} (its lift's interval lies above zero; nightly samples it)",
     "kept_champion": "champion: {c} (the base; the lift's interval does not lie above zero)",
     "left_champion": "champion: {c} (set by a nightly round; distill leaves it)",
+    "lift_withheld": "champion: {c} (kept: the lift was withheld, see the evaluation line above)",
     "nothing_to_do": "champion: {c} (nothing new since the last distill)",
 }
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pipeline.config import PipelineConfig
-from pipeline.metrics import BEHAVIOUR, base_first, by_policy
+from pipeline.metrics import BEHAVIOUR, base_first, by_policy, withheld_reason
 from pipeline.report import plots
 from pipeline.report.cost_section import usd
 from pipeline.report.formatting import MISSING, fmt, pct, pct_ci, pts_ci
@@ -43,12 +43,16 @@ def headline_text(labels: dict[str, str], eval_rows: list[dict]) -> str:
             n_rooms = n_rooms or pr["n_rooms"]
         if lift:
             text += f", lift {pts_ci(lift['value'], lift['ci_low'], lift['ci_high'])}"
+        if "lift_withheld" in m:
+            text += ", lift withheld"
         parts.append(text)
     rooms = f" on {n_rooms} held-out rooms" if n_rooms else ""
+    withheld = any("lift_withheld" in m for m in by.values())
     return (
         f"Held-out headline score{rooms} (F1 of rubric recall and claim precision; 95% bootstrap CI over rooms): "
         + "; ".join(parts)
         + "."
+        + (f" The lift is withheld: {withheld_reason(eval_rows)}." if withheld else "")
     )
 
 
@@ -120,6 +124,7 @@ def evaluation_section(
         "lift vs base [95% CI]",
         "finished",
         "coverage",
+        "no server reply",
     ]
     headers += [f"pass rate: {k}" for k in kinds]
     rows = []
@@ -136,6 +141,8 @@ def evaluation_section(
             lift_text = "(base)"
         else:
             lift_text = pts_ci(lift["value"], lift["ci_low"], lift["ci_high"]) if lift else MISSING
+            if "lift_withheld" in m:
+                lift_text = "withheld (serving failures)"
         rows.append(
             [
                 labels.get(pid, pid),
@@ -145,6 +152,7 @@ def evaluation_section(
                 lift_text,
                 ci("finished_rate"),
                 ci("coverage"),
+                pct(m["serving_failed_rate"]["value"]) if "serving_failed_rate" in m else MISSING,
             ]
             + [pct(m[f"pass_rate:{k}"]["value"]) if f"pass_rate:{k}" in m else MISSING for k in kinds]
         )

@@ -20,6 +20,10 @@ final as (
         avg("precision") as "precision",
         avg(coverage) as coverage,
         avg(finished::int) as finished_rate,
+        -- episodes that ended (timeout or error) before the root's server returned one token:
+        -- they measure the deployment, not the policy (pipeline.evaluation withholds the lift)
+        avg((status in ('timeout', 'error') and coalesce(root_completion_tokens, 0) = 0)::int)
+            as serving_failed_rate,
         avg(n_subcalls) as subcalls,
         -- mean USD per trajectory at the prices in model_prices (0 for embedded models)
         avg(cost_usd) as cost_usd

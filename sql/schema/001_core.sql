@@ -242,7 +242,7 @@ create table nightly_rounds (
     lift double,
     lift_ci_low double,
     lift_ci_high double,
-    decision varchar not null,       -- promoted | kept_champion | nothing_to_do | running | failed
+    decision varchar not null,       -- promoted | kept_champion | left_champion | lift_withheld | nothing_to_do | running | failed
     started_at timestamp not null,
     ended_at timestamp
 );

@@ -25,7 +25,13 @@ class FakeServer:
     ``"400 ..."``: always HTTP 400; ``"ctx ..."``: a vLLM-style context-length 400;
     ``"slow ..."``: answers after 50 ms; ``"vllmstop ..."``: answers as vLLM does when a stop
     string matched (dropped from the text, named in ``stop_reason``) and with ``reasoning_content``;
-    anything else answers at once.
+    anything else answers at once, with plain JSON (as a server that ignores ``stream`` does).
+
+    Streamed (server-sent events, when the request asks for it): ``"sse ..."`` streams the
+    echo word by word with a vLLM-style stop and usage chunk; ``"trickle ..."`` streams its
+    chunks 0.1 s apart (longer in all than the test's read timeout, never silent that long);
+    ``"ssecut:1 ..."`` drops the first stream before its end; ``"sseerr:1 ..."`` sends an error
+    chunk after the 200, as vLLM does when its engine fails mid-reply.
     """
 
     def __init__(self) -> None:
@@ -35,7 +41,39 @@ class FakeServer:
         self.bodies: list[dict] = []
         self.headers: list[dict] = []
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def stream(self, request: web.Request, body: dict, kind: str, failing: bool) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+
+        async def send(obj) -> None:
+            await resp.write(f"data: {json.dumps(obj)}\n\n".encode())
+
+        words = f"echo: {body['messages'][-1]['content']}".split(" ")
+        await send(
+            {"model": "served", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+        )
+        for i, w in enumerate(words):
+            if kind == "trickle":
+                await asyncio.sleep(0.1)
+            delta = {"content": (" " if i else "") + w, "reasoning_content": "r" if i == 0 else None}
+            await send({"model": "served", "choices": [{"index": 0, "delta": delta}]})
+            if i == 1 and failing and kind in ("ssecut", "sseerr"):
+                if kind == "sseerr":
+                    await send({"error": {"message": "EngineCore encountered an issue", "code": 500}})
+                return resp  # ends with no finish_reason and no [DONE]
+        stop = (body.get("stop") or [None])[0] if kind == "sse" else None  # "sse" ends on its stop string
+        await send({"model": "served", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": stop}]})  # fmt: skip
+        await send(
+            {
+                "model": "served",
+                "choices": [],
+                "usage": {"prompt_tokens": 11, "completion_tokens": len(words)},
+            }
+        )
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.bodies.append(body)
         self.headers.append(dict(request.headers))
@@ -48,6 +86,8 @@ class FakeServer:
             word = content.split()[0]
             kind, _, times = word.partition(":")
             failing = times.isdigit() and n <= int(times)
+            if kind in ("sse", "trickle", "ssecut", "sseerr") and body.get("stream"):
+                return await self.stream(request, body, kind, failing)
             if kind == "500" and failing:
                 return web.Response(status=500, text="internal error")
             if kind == "429" and failing:
@@ -129,6 +169,7 @@ def test_success_parses_usage_and_sends_params(monkeypatch):
     body = fake.bodies[0]
     assert body["model"] == "sub-lora" and body["stop"] == ["```\n"] and body["seed"] == 3
     assert body["max_tokens"] == 16 and body["temperature"] == 0.0
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert fake.headers[0]["Authorization"] == "Bearer sk-test"
 
 
@@ -196,7 +237,7 @@ def test_timeout_is_retried():
             b = backend(url, timeout_s=0.3, max_retries=1)
             comp = await b.complete(user("hang:1 t"), P)
             b2 = backend(url, timeout_s=0.2, max_retries=0)
-            with pytest.raises(BackendError, match="timed out"):
+            with pytest.raises(BackendError, match="no reply from the server for 0.2s"):
                 await b2.complete(user("hang:5 u"), P)
             await b.aclose()
             await b2.aclose()
@@ -292,3 +333,67 @@ def test_a_stop_string_the_server_dropped_is_put_back_and_reasoning_kept():
     comp, plain = asyncio.run(main())
     assert comp.text == "print(1)\n```\n" and comp.reasoning == "the user wants code"
     assert plain.text == "echo: plain x" and plain.reasoning == ""  # no stop_reason: left as it is
+
+
+def test_streamed_reply_is_assembled_with_stop_usage_and_reasoning():
+    async def main():
+        fake = FakeServer()
+        async with serve(fake) as url:
+            b = backend(url)
+            comp = await b.complete(user("sse one two"), GenerationParams(max_tokens=8, stop=["\n```\n"]))
+            await b.aclose()
+        return fake, comp
+
+    fake, comp = asyncio.run(main())
+    assert comp.text == "echo: sse one two\n```\n"  # the stop string the stream named, put back
+    assert (comp.prompt_tokens, comp.completion_tokens) == (11, 4)
+    assert comp.reasoning == "r" and comp.finish_reason == "stop" and comp.model == "served"
+    assert fake.attempts["sse one two"] == 1
+
+
+def test_a_slow_stream_that_keeps_sending_is_never_cut():
+    """The read timeout counts silence: a reply of 0.5 s at 0.1 s a chunk passes a 0.3 s timeout."""
+
+    async def main():
+        fake = FakeServer()
+        async with serve(fake) as url:
+            b = backend(url, timeout_s=0.3, max_retries=0)
+            comp = await b.complete(user("trickle a b c"), P)
+            await b.aclose()
+        return fake, comp
+
+    fake, comp = asyncio.run(main())
+    assert comp.text == "echo: trickle a b c" and comp.latency_s > 0.45
+    assert fake.attempts["trickle a b c"] == 1
+
+
+def test_a_stream_that_breaks_or_reports_an_error_is_retried():
+    async def main():
+        fake = FakeServer()
+        async with serve(fake) as url:
+            b = backend(url, max_retries=1)
+            cut = await b.complete(user("ssecut:1 x y"), P)
+            err = await b.complete(user("sseerr:1 x y"), P)
+            b0 = backend(url, max_retries=0)
+            with pytest.raises(BackendError, match="error in stream: .*EngineCore"):
+                await b0.complete(user("sseerr:9 z"), P)
+            await b.aclose()
+            await b0.aclose()
+        return fake, cut, err
+
+    fake, cut, err = asyncio.run(main())
+    assert cut.text == "echo: ssecut:1 x y" and err.text == "echo: sseerr:1 x y"
+    assert fake.attempts["ssecut:1 x y"] == 2 and fake.attempts["sseerr:1 x y"] == 2
+
+
+def test_stream_false_sends_a_plain_request():
+    async def main():
+        fake = FakeServer()
+        async with serve(fake) as url:
+            b = backend(url, stream=False)
+            comp = await b.complete(user("sse plain"), P)
+            await b.aclose()
+        return fake, comp
+
+    fake, comp = asyncio.run(main())
+    assert "stream" not in fake.bodies[0] and comp.text == "echo: sse plain"
