@@ -270,6 +270,11 @@ class RLConfig:
         "optional reward term: this weight x the rollout's probe coverage (share of the room that reached any "
         "model) is added to the judge's headline; 0 (default): the headline alone, as the reference report",
     )
+    overlap_weight: float = _f(
+        0.0,
+        "optional reward term: this weight x the headline is added when the root began its memo while "
+        "subagents were still reading (memo_before_delegation_done); 0 (default): off, as the reference report",
+    )
     extra: dict[str, Any] = _f({}, "further GRPOConfig fields passed through unchanged (win over the above)")
 
 

@@ -54,6 +54,7 @@ from pipeline.errors import UserError
 from pipeline.ids import bucket, content_hash, stable_id
 from pipeline.policies import Policy, load_policy, register_policy, root_backend_config
 from pipeline.run_folder import resolve_path, stored_path
+from pipeline.stats import bootstrap_mean_ci
 from pipeline.training import base_model_path
 from pipeline.training.rollouts import Episode, LivePolicy, make_rollout_func, reward_from_rollout
 
@@ -84,6 +85,8 @@ def config_hash(cfg: PipelineConfig) -> str:
     # rl.steps is left out: running again with more steps continues the same run from its last checkpoint.
     for key in ("policy", "evaluate", "steps"):
         r.pop(key, None)
+    if not r.get("overlap_weight"):
+        r.pop("overlap_weight", None)  # off: the hash of a run started before the term existed is unchanged
     return content_hash({"rl": r, "grade_budget": cfg.grade.budget_words, "seed": cfg.run.seed}, length=16)
 
 
@@ -106,8 +109,9 @@ def check_config(cfg: PipelineConfig, num_processes: int = 1) -> None:
         raise ConfigError(
             f"rl.rollouts_per_step ({r.rollouts_per_step}) must be a multiple of rl.num_generations ({r.num_generations})"
         )
-    if r.coverage_weight < 0:
-        raise ConfigError(f"rl.coverage_weight ({r.coverage_weight}) must be >= 0: it pays for coverage")
+    for key in ("coverage_weight", "overlap_weight"):
+        if getattr(r, key) < 0:
+            raise ConfigError(f"rl.{key} ({getattr(r, key)}) must be >= 0: the term pays for a behaviour")
     per = r.micro_batch * num_processes
     if r.micro_batch < 1 or r.rollouts_per_step % per:
         raise ConfigError(
@@ -178,8 +182,9 @@ class StepStats:
 
 
 def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """trajectory id -> the reference judge's newest grade (headline, quoted_words, cut) and its probe
-    coverage (the share of the room that reached any model; None before coverage was measured)."""
+    """trajectory id -> the reference judge's newest grade (headline, quoted_words, cut), its probe
+    coverage (the share of the room that reached any model; None before coverage was measured) and
+    whether its memo was begun before the subagent call that returned last had come back."""
     rows = db.fetch_dicts(
         con,
         """
@@ -188,9 +193,13 @@ def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
             from coverage
             where scope = 'all' and grouping = 'total' and list_contains(?, trajectory_id)
         )
-        select m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage
+        select
+            m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage,
+            -- as stg_trajectories defines it
+            coalesce(t.memo_turn < t.last_subcall_turn, false) as memo_before_delegation_done
         from memo_scores as m
         left join coverage as c using (trajectory_id)
+        left join trajectories as t using (trajectory_id)
         where m.judge = 'reference' and list_contains(?, m.trajectory_id)
         qualify row_number() over (partition by m.trajectory_id order by m.grader_version desc) = 1
         """,
@@ -199,13 +208,22 @@ def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
     return {r["trajectory_id"]: r for r in rows}
 
 
-def reward(score: dict[str, Any], coverage_weight: float = 0.0) -> float:
-    """A rollout's reward: the judge's headline (0 for a memo the judge never scored), plus
-    ``coverage_weight`` x its probe coverage when that optional term is on (rl.coverage_weight)."""
+def reward(score: dict[str, Any], coverage_weight: float = 0.0, overlap_weight: float = 0.0) -> float:
+    """A rollout's reward: the judge's headline (0 for a memo the judge never scored), plus two optional
+    terms, both off by default as in the reference report:
+
+    - ``coverage_weight`` x its probe coverage (rl.coverage_weight);
+    - ``overlap_weight`` x the headline when the root began its memo while subagents were still reading
+      (rl.overlap_weight). It scales the headline rather than adding a constant, so a memo begun early
+      that the judge does not pay earns nothing: the term rewards overlapping good work, not early text.
+    """
     headline = score.get("headline") or 0.0
-    if not coverage_weight:
-        return headline
-    return headline + coverage_weight * (score.get("coverage") or 0.0)
+    total = headline
+    if coverage_weight:
+        total += coverage_weight * (score.get("coverage") or 0.0)
+    if overlap_weight and score.get("memo_before_delegation_done"):
+        total += overlap_weight * headline
+    return total
 
 
 def _zero_advantage_share(rewards: list[float], group: int) -> float:
@@ -252,7 +270,9 @@ class RoomRollouts:
         scores = rollout_scores(self.con, ids)
         grade_s = time.monotonic() - t1
 
-        rewards = [reward(scores.get(t, {}), self.cfg.rl.coverage_weight) for t in ids]
+        rewards = [
+            reward(scores.get(t, {}), self.cfg.rl.coverage_weight, self.cfg.rl.overlap_weight) for t in ids
+        ]
         with db.transaction(self.con):
             self.con.executemany(
                 "insert into rl_rollouts (rl_id, step, slot, room_id, trajectory_id, reward) values (?, ?, ?, ?, ?, ?) "
@@ -426,6 +446,9 @@ class _StepRecorder:
         if stats is None or "loss" not in logs or stats.step != state.global_step:
             return
         r = stats.rewards
+        # The printed and stored interval of the step's mean reward: a bootstrap over its rollouts (the
+        # rollouts of one room share a prompt, so with few rooms this is a lower bound on the spread).
+        _, ci_low, ci_high = bootstrap_mean_ci(r, seed=stats.step) if r else (None, None, None)
         row = {
             "rl_id": self.plan.rl_id,
             "step": stats.step,
@@ -435,6 +458,8 @@ class _StepRecorder:
             "reward_std": statistics.pstdev(r) if len(r) > 1 else 0.0,
             "reward_min": min(r) if r else None,
             "reward_max": max(r) if r else None,
+            "reward_ci_low": ci_low,
+            "reward_ci_high": ci_high,
             "zero_advantage_share": stats.zero_advantage_share,
             "loss": logs.get("loss"),
             "kl": logs.get("kl") if self.cfg.rl.beta > 0 else None,
@@ -455,8 +480,9 @@ class _StepRecorder:
                 "delete from rl_steps where rl_id = ? and step = ?", [self.plan.rl_id, stats.step]
             )
             db.write_rows(self.con, "rl_steps", [row])
+        band = f" [95% CI {ci_low:.3f}, {ci_high:.3f}]" if r else ""
         print(
-            f"rl step {stats.step}: reward {row['reward_mean']:.3f} (sd {row['reward_std']:.3f}, "
+            f"rl step {stats.step}: reward {row['reward_mean']:.3f}{band} (sd {row['reward_std']:.3f}, "
             f"{len(r)} rollouts), rollout {stats.rollout_s:.1f}s grade {stats.grade_s:.1f}s "
             f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s",
             flush=True,

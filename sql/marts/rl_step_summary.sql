@@ -1,6 +1,6 @@
 -- depends_on: rl_steps, rl_runs
 -- One row per RL optimiser step: the mean reward (the reference judge's headline of the step's rollouts)
--- with a 95% band, the watch counts, and where the step's wall time went.
+-- with its 95% interval, the watch counts, and where the step's wall time went.
 with
 
 steps as (
@@ -21,9 +21,14 @@ final as (
         s.n_rollouts,
         s.reward_mean,
         s.reward_std,
-        -- normal band of the step's mean reward: mean +- 1.96 sd / sqrt(n)
-        s.reward_mean - 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1)) as reward_band_low,
-        s.reward_mean + 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1)) as reward_band_high,
+        -- the 95% bootstrap interval stored with the step (the one `pipeline rl` prints); steps recorded
+        -- before it was stored get the normal band mean +- 1.96 sd / sqrt(n)
+        coalesce(
+            s.reward_ci_low, s.reward_mean - 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1))
+        ) as reward_band_low,
+        coalesce(
+            s.reward_ci_high, s.reward_mean + 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1))
+        ) as reward_band_high,
         s.zero_advantage_share,
         s.loss,
         s.kl,

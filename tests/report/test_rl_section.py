@@ -23,6 +23,7 @@ def _warehouse(tmp_path):
             "n_copied": step - 1, "n_over_budget": 0, "rollout_s": 10.0 * step, "grade_s": 0.1, "sync_s": 0.2,
             "update_s": 5.0, "finished_at": now,
         })  # fmt: skip
+    steps[0] |= {"reward_ci_low": 0.05, "reward_ci_high": 0.35}
     db.write_rows(con, "rl_steps", steps)
     return con
 
@@ -34,8 +35,10 @@ def test_band_and_the_reward_rising_while_heldout_falls(tmp_path):
     finally:
         con.close()
     rows = by_run["rl-1"]
-    # 95% normal band of the mean: mean +- 1.96 sd / sqrt(n)
+    # A step recorded without its interval: the 95% normal band of the mean, mean +- 1.96 sd / sqrt(n)
     assert abs(rows[1]["reward_band_low"] - (0.4 - 1.96 * 0.2 / 2)) < 1e-9
+    # A step recorded with its interval (what `pipeline rl` prints): the stored one
+    assert (rows[0]["reward_band_low"], rows[0]["reward_band_high"]) == (0.05, 0.35)
     eval_rows = [{"policy_id": "sft-rl", "metric": "lift", "value": -0.05, "ci_low": -0.1, "ci_high": 0.0}]
     section, png = sections.rl_section({}, by_run, eval_rows, tmp_path)
     assert png is not None and png.exists()

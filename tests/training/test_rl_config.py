@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline import db
 from pipeline.config import ConfigError, load_config
 from pipeline.policies import base_policy
 from pipeline.training.rl import check_config, config_hash, generation_mode
@@ -72,3 +73,51 @@ def test_reward_is_the_headline_unless_the_coverage_term_is_on(tmp_path):
     assert reward({}, coverage_weight=0.5) == 0.0  # never graded: no reward
     with pytest.raises(ConfigError, match="rl.coverage_weight"):
         check_config(load_config("tiny", ["rl.coverage_weight=-1"]))
+
+
+def _trajectory(tid: str, memo_turn: int, last_subcall_turn: int | None) -> dict:
+    zero = dict.fromkeys(
+        ("n_subcalls", "root_prompt_tokens", "root_completion_tokens", "sub_prompt_tokens",
+         "sub_completion_tokens", "delegated_chars", "memo_chars", "n_findings", "n_findings_carried"),
+        0,
+    )  # fmt: skip
+    return {
+        "trajectory_id": tid, "room_id": "r", "policy_id": "p", "sample_index": 0, "purpose": "rl",
+        "harness": "rlm", "status": "submitted", "n_turns": 3, "wall_s": 1.0, "started_at": db.now(),
+        "trace": "{}", "memo_turn": memo_turn, "last_subcall_turn": last_subcall_turn, **zero,
+    }  # fmt: skip
+
+
+def test_overlap_term_pays_a_good_memo_begun_while_subagents_read(tmp_path):
+    from pipeline.training.rl import config_hash, reward, rollout_scores
+
+    con = db.connect(tmp_path / "w.duckdb")
+    try:
+        grade = dict(judge="reference", grader_version=3, recall=0.5, precision=1.0, n_claims=1, n_false_claims=0,
+                     traps_failed=0, memo_words=10, budget_words=600, cut=False, quoted_words=0, graded_at=db.now())  # fmt: skip
+        db.write_rows(con, "memo_scores", [
+            {"trajectory_id": "early", "headline": 0.5, **grade},
+            {"trajectory_id": "late", "headline": 0.5, **grade},
+            {"trajectory_id": "early-empty", "headline": 0.0, **grade},
+        ])  # fmt: skip
+        db.write_rows(con, "trajectories", [
+            _trajectory("early", memo_turn=1, last_subcall_turn=2),  # memo begun in turn 1, answers back in 2
+            _trajectory("late", memo_turn=2, last_subcall_turn=2),  # one cell delegates, then submits
+            _trajectory("early-empty", memo_turn=0, last_subcall_turn=2),
+        ])  # fmt: skip
+        scores = rollout_scores(con, ["early", "late", "early-empty"])
+    finally:
+        con.close()
+    assert scores["early"]["memo_before_delegation_done"] is True
+    assert scores["late"]["memo_before_delegation_done"] is False
+    assert reward(scores["early"]) == reward(scores["late"]) == 0.5  # off by default
+    assert reward(scores["early"], overlap_weight=0.2) == pytest.approx(0.6)
+    assert reward(scores["late"], overlap_weight=0.2) == 0.5
+    # Text begun early that the judge does not pay earns nothing from the term.
+    assert reward(scores["early-empty"], overlap_weight=0.2) == 0.0
+    with pytest.raises(ConfigError, match="rl.overlap_weight"):
+        check_config(load_config("tiny", ["rl.overlap_weight=-0.1"]))
+    # Off, the term leaves the run's identity as it was; on, it is another run.
+    tiny = load_config("tiny")
+    assert config_hash(load_config("tiny", ["rl.overlap_weight=0"])) == config_hash(tiny)
+    assert config_hash(load_config("tiny", ["rl.overlap_weight=0.2"])) != config_hash(tiny)
