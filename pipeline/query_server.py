@@ -40,6 +40,8 @@ import pyarrow as pa
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 READ_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 MAX_QUERY_BYTES = 1 << 20
+# When a command ends, analysts' running queries get this long to finish before they are interrupted.
+QUERY_GRACE_S = 10.0
 
 
 class NotReadOnly(ValueError):
@@ -89,6 +91,8 @@ def arrow_bytes(table: pa.Table) -> bytes:
 
 class _Handler(BaseHTTPRequestHandler):
     server: _QueryServer
+    # A client that connects and sends nothing cannot hold the stage's exit (which joins handlers) longer.
+    timeout = 30
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (stdlib signature)
         pass  # a stage's terminal is for the stage
@@ -129,6 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             con = duckdb.connect(str(self.server.db_path))
         except duckdb.Error as exc:
             return self._error(HTTPStatus.SERVICE_UNAVAILABLE, str(exc))
+        self.server.begin_query(con)
         try:
             table = read_query(con, sql)
         except NotReadOnly as exc:
@@ -136,6 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
         except duckdb.Error as exc:
             return self._error(HTTPStatus.BAD_REQUEST, str(exc))
         finally:
+            self.server.end_query(con)
             con.close()
         if table is None:
             return self._reply(HTTPStatus.NO_CONTENT, b"")
@@ -143,11 +149,35 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _QueryServer(ThreadingHTTPServer):
-    daemon_threads = True
+    # Handler threads are joined when the server closes: a daemon thread still inside DuckDB or Arrow when
+    # the interpreter finalizes aborts the whole process ("PyGILState_Release ... finalizing", SIGABRT), so
+    # a stage that had finished its work would exit -6.
+    daemon_threads = False
+    block_on_close = True
 
     def __init__(self, addr: tuple[str, int], db_path: Path, token: str, command: str) -> None:
         super().__init__(addr, _Handler)
         self.db_path, self.token, self.command = db_path, token, command
+        self._queries: set[duckdb.DuckDBPyConnection] = set()
+        self._idle = threading.Condition()
+
+    def begin_query(self, con: duckdb.DuckDBPyConnection) -> None:
+        with self._idle:
+            self._queries.add(con)
+
+    def end_query(self, con: duckdb.DuckDBPyConnection) -> None:
+        with self._idle:
+            self._queries.discard(con)
+            self._idle.notify_all()
+
+    def finish_queries(self, grace_s: float) -> None:
+        """Let running queries finish for ``grace_s``; interrupt what still runs (its client gets an error)."""
+        with self._idle:
+            if self._idle.wait_for(lambda: not self._queries, timeout=grace_s):
+                return
+            for con in list(self._queries):
+                with contextlib.suppress(duckdb.Error):
+                    con.interrupt()
 
 
 def _write_advert(path: Path, advert: dict) -> None:
@@ -166,9 +196,17 @@ def _remove_advert(path: Path, token: str) -> None:
 
 @contextlib.contextmanager
 def serve_readers(
-    db_path: str | Path, host: str = "127.0.0.1", port: int = 0, command: str = ""
+    db_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    command: str = "",
+    grace_s: float = QUERY_GRACE_S,
 ) -> Iterator[dict]:
-    """Serve read-only queries on ``db_path`` for the duration of the block; yields the advertisement."""
+    """Serve read-only queries on ``db_path`` for the duration of the block; yields the advertisement.
+
+    When the block ends, queries still running get ``grace_s`` to finish, then are interrupted, and every
+    handler thread is joined before the block returns.
+    """
     db_path = Path(db_path).resolve()
     db_path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(16)
@@ -190,6 +228,7 @@ def serve_readers(
         yield advert
     finally:
         _remove_advert(path, token)
-        server.shutdown()
-        server.server_close()
+        server.shutdown()  # no new requests
+        server.finish_queries(grace_s)
+        server.server_close()  # joins the handler threads
         thread.join(timeout=5)

@@ -92,6 +92,51 @@ def test_queries_answer_while_a_writer_holds_the_file(warehouse):
     assert _count(warehouse) == 60  # afterwards: straight from the file
 
 
+# A writer that ends while an analyst's query still runs in its query server.
+ENDS_DURING_A_QUERY = textwrap.dedent(
+    """
+    import sys, time
+    from pipeline.query_client import read_advert
+    from pipeline.query_server import serve_readers
+    path = sys.argv[1]
+    with serve_readers(path, command="test writer", grace_s=0.5):
+        print("ready", flush=True)
+        sys.stdin.readline()  # the test's query has started
+        time.sleep(0.3)
+    """
+)
+
+
+def test_a_command_ending_during_a_query_exits_cleanly(warehouse):
+    """Before, the query's thread was a daemon still inside DuckDB at interpreter exit: the command died
+    with SIGABRT ("PyGILState_Release ... finalizing") after its work was done."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", ENDS_DURING_A_QUERY, str(warehouse)],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
+    outcome: list[object] = []
+
+    def slow_query() -> None:
+        try:
+            outcome.append(
+                query(warehouse, "select count(*) as n from range(100000000000) t where t.range % 7 = 3")
+            )
+        except QueryError as exc:
+            outcome.append(exc)
+
+    asking = threading.Thread(target=slow_query)
+    asking.start()
+    time.sleep(0.5)  # the query reaches the server and runs
+    writer.stdin.write("go\n")
+    writer.stdin.flush()
+    assert writer.wait(timeout=60) == 0, writer.stderr.read()
+    asking.join(timeout=60)
+    # The query outlived its grace: interrupted, and its client told so in one line.
+    assert len(outcome) == 1 and isinstance(outcome[0], QueryError), outcome
+    assert "interrupt" in str(outcome[0]).lower(), outcome[0]
+
+
 @pytest.mark.slow
 def test_the_sql_command_answers_during_a_run_and_refuses_writes(warehouse):
     writer = _start(WRITER, str(warehouse), "200")
