@@ -110,7 +110,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802  (stdlib naming)
         if self.path != "/health":
             return self._error(HTTPStatus.NOT_FOUND, f"no such path {self.path}")
-        self._reply(HTTPStatus.OK, json.dumps({"pid": os.getpid(), "command": self.server.command}).encode())
+        health = {
+            "pid": os.getpid(),
+            "command": self.server.command,
+            "queries": self.server.running_queries(),
+        }
+        self._reply(HTTPStatus.OK, json.dumps(health).encode())
 
     def do_POST(self) -> None:  # noqa: N802
         if self.path != "/query":
@@ -169,6 +174,10 @@ class _QueryServer(ThreadingHTTPServer):
         with self._idle:
             self._queries.discard(con)
             self._idle.notify_all()
+
+    def running_queries(self) -> int:
+        with self._idle:
+            return len(self._queries)
 
     def finish_queries(self, grace_s: float) -> None:
         """Let running queries finish for ``grace_s``; interrupt what still runs (its client gets an error)."""

@@ -95,14 +95,16 @@ def test_queries_answer_while_a_writer_holds_the_file(warehouse):
 # A writer that ends while an analyst's query still runs in its query server.
 ENDS_DURING_A_QUERY = textwrap.dedent(
     """
-    import sys, time
-    from pipeline.query_client import read_advert
+    import sys, time, requests
     from pipeline.query_server import serve_readers
     path = sys.argv[1]
-    with serve_readers(path, command="test writer", grace_s=0.5):
+    with serve_readers(path, command="test writer", grace_s=0.5) as advert:
         print("ready", flush=True)
-        sys.stdin.readline()  # the test's query has started
-        time.sleep(0.3)
+        health = f"http://{advert['host']}:{advert['port']}/health"
+        deadline = time.monotonic() + 60
+        while requests.get(health, timeout=5).json()["queries"] == 0:  # until the test's query runs
+            assert time.monotonic() < deadline, "the query never reached the server"
+            time.sleep(0.05)
     """
 )
 
@@ -110,11 +112,7 @@ ENDS_DURING_A_QUERY = textwrap.dedent(
 def test_a_command_ending_during_a_query_exits_cleanly(warehouse):
     """Before, the query's thread was a daemon still inside DuckDB at interpreter exit: the command died
     with SIGABRT ("PyGILState_Release ... finalizing") after its work was done."""
-    writer = subprocess.Popen(
-        [sys.executable, "-c", ENDS_DURING_A_QUERY, str(warehouse)],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
+    writer = _start(ENDS_DURING_A_QUERY, str(warehouse))
     outcome: list[object] = []
 
     def slow_query() -> None:
@@ -127,10 +125,8 @@ def test_a_command_ending_during_a_query_exits_cleanly(warehouse):
 
     asking = threading.Thread(target=slow_query)
     asking.start()
-    time.sleep(0.5)  # the query reaches the server and runs
-    writer.stdin.write("go\n")
-    writer.stdin.flush()
-    assert writer.wait(timeout=60) == 0, writer.stderr.read()
+    # The writer's block ends once the query runs in its server.
+    assert writer.wait(timeout=90) == 0, writer.stderr.read()
     asking.join(timeout=60)
     # The query outlived its grace: interrupted, and its client told so in one line.
     assert len(outcome) == 1 and isinstance(outcome[0], QueryError), outcome

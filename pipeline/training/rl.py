@@ -447,7 +447,7 @@ class _StepRecorder:
             return
         r = stats.rewards
         # The printed and stored interval of the step's mean reward: a bootstrap over its rollouts (the
-        # rollouts of one room share a prompt, so with few rooms this is a lower bound on the spread).
+        # rollouts of one room share a prompt, so with few rooms it understates the spread across rooms).
         _, ci_low, ci_high = bootstrap_mean_ci(r, seed=stats.step) if r else (None, None, None)
         row = {
             "rl_id": self.plan.rl_id,
