@@ -193,13 +193,10 @@ def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
             from coverage
             where scope = 'all' and grouping = 'total' and list_contains(?, trajectory_id)
         )
-        select
-            m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage,
-            -- as stg_trajectories defines it
-            coalesce(t.memo_turn < t.last_subcall_turn, false) as memo_before_delegation_done
+        select m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage, t.memo_before_delegation_done
         from memo_scores as m
         left join coverage as c using (trajectory_id)
-        left join trajectories as t using (trajectory_id)
+        left join stg_trajectories as t using (trajectory_id)
         where m.judge = 'reference' and list_contains(?, m.trajectory_id)
         qualify row_number() over (partition by m.trajectory_id order by m.grader_version desc) = 1
         """,
