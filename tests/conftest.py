@@ -9,7 +9,9 @@
   minute on 2 cores); ``vllm_overrides(run_dir, port)`` points a tiny-recipe
   config at it. The one test that kills it is marked ``kills_vllm`` and runs
   last.
-- ``distilled``: one real tiny ``distill``, shared by the tests that read it.
+- ``distilled``: one real tiny ``distill`` with its root on that vLLM server,
+  shared by the tests that read it (its run folder's recipe points at the
+  server, so commands on a copy without ``--recipe`` use it too).
 
 Tests that use any of them are marked ``@pytest.mark.slow``.
 """
@@ -204,10 +206,25 @@ def vllm_port(tmp_path_factory: pytest.TempPathFactory):
         yield port
 
 
+def vllm_server_pid(port: int) -> int:
+    """The pid of the one process listening on ``port`` (to tell a server that kept running from a restart)."""
+    import psutil
+
+    pids = {
+        c.pid
+        for c in psutil.net_connections("tcp")
+        if c.status == "LISTEN" and c.laddr and c.laddr.port == port
+    }
+    assert len(pids) == 1, pids
+    return pids.pop()
+
+
 @dataclass
 class DistilledRun:
     run_dir: Path  # the run folder of one `distill` on the tiny recipe; copy it before changing it
     stdout: str  # what distill printed
+    port: int  # the session's vLLM server, which sampled, served and evaluated the run's policies
+    server_pid: int  # that server's pid before distill started
 
     def copy(self, dest: Path) -> Path:
         shutil.copytree(self.run_dir, dest)
@@ -215,10 +232,13 @@ class DistilledRun:
 
 
 @pytest.fixture(scope="session")
-def distilled(tmp_path_factory: pytest.TempPathFactory) -> DistilledRun:
-    """One real `python -m pipeline --recipe tiny distill`, shared by the tests that read its run folder.
+def distilled(tmp_path_factory: pytest.TempPathFactory, vllm_port: int) -> DistilledRun:
+    """One real `python -m pipeline --recipe tiny distill`, its root on the session's vLLM server.
 
-    Tests that change a run folder work on ``distilled.copy(tmp_path / ...)``.
+    Shared by the tests that read its run folder; tests that change one work on
+    ``distilled.copy(tmp_path / ...)``. On the server, its sample and evaluate stages take seconds
+    where the in-process root took minutes on 2 cores; the SFT policy is trained by TRL as always
+    and evaluated as a LoRA module loaded into the running server, as `make distill` does.
     """
     import contextlib
     import io
@@ -226,10 +246,9 @@ def distilled(tmp_path_factory: pytest.TempPathFactory) -> DistilledRun:
     from pipeline.cli import main
 
     run = tmp_path_factory.mktemp("distilled") / "run"
+    pid = vllm_server_pid(vllm_port)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        # One program turn, as the default recipe: the tiny recipe's second turn doubles every
-        # episode's generation on 2 cores, and no test that reads this run needs it.
-        code = main(["--recipe", "tiny", "distill", f"run.dir={run}", "harness.max_turns=1"])
+        code = main(["--recipe", "tiny", "distill", *vllm_overrides(run, vllm_port)])
     assert code == 0, out.getvalue()[-3000:]
-    return DistilledRun(run, out.getvalue())
+    return DistilledRun(run, out.getvalue(), vllm_port, pid)

@@ -182,16 +182,24 @@ def test_filter_a_b_a_then_dataset_builds_from_a(distilled, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_copied_run_folder_evaluates_and_serves_its_sft_policy(distilled, tmp_path, capsys):
-    import dataclasses
+    import requests
 
-    from pipeline.policies import load_policy, root_backend_config
+    from pipeline.llm.lora_modules import unload_lora_module
+    from pipeline.policies import load_policy
 
     first = distilled.copy(tmp_path / "first")
     moved = tmp_path / "moved"
     shutil.copytree(first, moved)
     shutil.rmtree(first)
     sft = _sft_policy(moved)
-    # k=2: one more trajectory per policy, so the SFT adapter is really loaded from the copy
+    con = db.connect(moved / "pipeline.duckdb", read_only=True)
+    policy = load_policy(con, sft)
+    con.close()
+    # The server still holds the adapter distill loaded from the original folder: drop it, so the
+    # evaluation below has the server load it again, and from the copy.
+    base_url = f"http://127.0.0.1:{distilled.port}/v1"
+    unload_lora_module(base_url, policy.lora_module)
+    # k=2: one more trajectory per policy, sampled from the module the server loaded from the copy
     assert main(["evaluate", "evaluate.k=2", f"run.dir={moved}"]) == 0
     assert f"evaluate: using policy {sft}" in capsys.readouterr().out
     con = db.connect(moved / "pipeline.duckdb", read_only=True)
@@ -200,54 +208,13 @@ def test_a_copied_run_folder_evaluates_and_serves_its_sft_policy(distilled, tmp_
         "where policy_id = ? and purpose = 'eval'",
         [sft],
     ).fetchone()
-    policy = load_policy(con, sft)
     con.close()
     assert n == 2 and errors == 0
-    cfg = load_config(None, [f"run.dir={moved}"])
-    assert Path(root_backend_config(policy, cfg).adapter) == moved / policy.adapter
-    # served by vLLM: the server is told to load the adapter from the copy
-    served = dataclasses.replace(policy, backend="openai")
-    loads = _serve_with_stand_in(served, cfg)
-    assert loads == [{"lora_name": served.lora_module, "lora_path": str((moved / policy.adapter).resolve())}]
-    assert (moved / policy.adapter / "adapter_config.json").exists()
-
-
-def _serve_with_stand_in(policy, cfg) -> list[dict]:
-    """serve_policy against a real local HTTP server that records runtime LoRA loads."""
-    import dataclasses
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from pipeline.policies import serve_policy
-
-    loads: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # /v1/models: nothing loaded yet
-            body = json.dumps({"data": [{"id": policy.base_model}]}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self):
-            loads.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        root = dataclasses.replace(cfg.models.root, base_url=f"http://127.0.0.1:{server.server_port}/v1")
-        serve_policy(policy, dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, root=root)))
-    finally:
-        server.shutdown()
-    return loads
+    assert not Path(policy.adapter).is_absolute()  # stored relative to the run folder
+    # vLLM lists each LoRA module with the folder it loaded it from
+    cards = {m["id"]: m for m in requests.get(f"{base_url}/models", timeout=10).json()["data"]}
+    assert Path(cards[policy.lora_module]["root"]).resolve() == (moved / policy.adapter).resolve()
+    assert not first.exists()
 
 
 @pytest.mark.slow

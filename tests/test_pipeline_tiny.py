@@ -1,7 +1,10 @@
 """The whole pipeline on the tiny recipe with the real embedded model, then nightly rounds.
 
-Slow (a few minutes on 2 CPU cores): SmolLM2-135M samples real root
-trajectories, TRL trains a real LoRA adapter, the report renders.
+Slow (a few minutes on 2 CPU cores): SmolLM2-135M on the session's vLLM
+server samples real root trajectories, TRL trains a real LoRA adapter, the
+server loads it at runtime and the held-out evaluation samples it by its
+module name, the report renders; then two nightly rounds through the same
+server, which keeps running throughout.
 """
 
 import subprocess
@@ -14,6 +17,8 @@ import pytest
 from pipeline import db, lineage
 from pipeline.cli import main
 from pipeline.config import load_config
+from pipeline.llm.lora_modules import served_models
+from tests.conftest import vllm_server_pid
 from tests.test_live_queries import Shell
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +46,9 @@ TABLES = [
 
 
 @pytest.mark.slow
-# the limit counts the shared distill's setup (about 520 s here) and, when distill promotes
-# its SFT policy, two real nightly rounds (about 440 s): over the suite's 900 s default
+# the limit counts the shared distill's setup (the session's vLLM server start and distill, about
+# 130 s here) and, when distill promotes its SFT policy, two real nightly rounds: over the suite's
+# 900 s default on a slow machine
 @pytest.mark.timeout(1800)
 def test_distill_then_two_nightly_rounds(distilled, tmp_path):
     out = distilled.stdout
@@ -79,6 +85,14 @@ def test_distill_then_two_nightly_rounds(distilled, tmp_path):
     assert champ == (sft[0][0] if promoted else sft[0][1])
     assert "Champion rounds" in (run / "report" / "report.html").read_text()
     n_train_before = con.execute("select count(*) from trajectories where purpose = 'train'").fetchone()[0]
+    # the candidate was evaluated through the running server, by its LoRA module name
+    n_eval, n_failed = con.execute(
+        "select count(*), count(*) filter (where status = 'error') from trajectories "
+        "where policy_id = ? and purpose = 'eval'",
+        [sft[0][0]],
+    ).fetchone()
+    assert n_eval >= 1 and n_failed == 0
+    assert sft[0][0] in served_models(f"http://127.0.0.1:{distilled.port}/v1")
     con.close()
 
     # nightly round 1 and 2 on the same warehouse; an analyst's shell stays open and asks
@@ -98,14 +112,16 @@ def test_distill_then_two_nightly_rounds(distilled, tmp_path):
     asking = threading.Thread(target=analyst)
     asking.start()
     try:
-        assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
+        # no --recipe: the run folder's own (tiny, its root on the session's server)
+        assert main(["nightly", f"run.dir={run}"]) == 0
     finally:
         done.set()
         asking.join()
         assert shell.close() == 0
     assert not failures, failures
     assert len(answers) >= 3 and answers == sorted(answers) and answers[0] >= n_train_before
-    assert main(["--recipe", "tiny", "nightly", f"run.dir={run}"]) == 0
+    assert main(["nightly", f"run.dir={run}"]) == 0
+    assert vllm_server_pid(distilled.port) == distilled.server_pid  # one server throughout, never restarted
     con = db.connect(run / "pipeline.duckdb")
     rounds = con.execute(
         "select decision, champion_before, candidate_policy_id from nightly_rounds "

@@ -1,5 +1,6 @@
 """The production path against a real vLLM server (CPU build, .venv-vllm): sampling, LoRA
-modules loaded at runtime, a nightly round through the running server, and servers that fail.
+modules loaded at runtime, and servers that fail. A distill round and nightly rounds through the
+running server are tests/test_pipeline_tiny.py's (the shared tiny distill runs on this server).
 
 The session's one server (tests/conftest.py, started through pipeline.serving as `pipeline
 serve` does); the test that kills it on purpose is marked ``kills_vllm`` and runs last. `make
@@ -25,7 +26,7 @@ from pipeline.llm.lora_modules import LoraModuleError, ensure_lora_module, serve
 from pipeline.policies import Policy, base_policy, register_policy
 from pipeline.rooms import store
 from pipeline.serving import ServeError, healthy, running_servers
-from tests.conftest import ROOT, free_port, require_vllm, vllm_overrides
+from tests.conftest import ROOT, free_port, require_vllm, vllm_overrides, vllm_server_pid
 
 pytestmark = pytest.mark.slow
 
@@ -159,48 +160,6 @@ def test_adapter_is_loaded_at_runtime_and_sampled_by_its_module_name(served, tmp
         ensure_lora_module(base_url, "ghost", tmp_path / "no-such-adapter")
 
 
-def test_nightly_round_through_the_running_server(served):
-    """Train a candidate and evaluate it through the same server, which keeps running."""
-    import dataclasses
-
-    from stages import nightly
-
-    spec_pid = _server_pid(served)
-    cfg = dataclasses.replace(
-        served,
-        nightly=dataclasses.replace(served.nightly, top_up_k=1),
-        evaluate=dataclasses.replace(served.evaluate, k=1),
-    )
-    result = nightly.run(cfg)
-    assert result["decision"] in {"promoted", "kept_champion"}
-    assert result["candidate"] in served_models(served.models.root.base_url)
-    assert _server_pid(served) == spec_pid  # not restarted
-    con = db.connect(served.run.db_path)
-    try:
-        assert (
-            con.execute(
-                "select count(*) from trajectories where policy_id = ? and purpose = 'eval'",
-                [result["candidate"]],
-            ).fetchone()[0]
-            >= 1
-        )
-    finally:
-        con.close()
-
-
-def _server_pid(cfg) -> int:
-    import psutil
-
-    port = int(cfg.models.root.base_url.rsplit(":", 1)[1].split("/")[0])
-    pids = {
-        c.pid
-        for c in psutil.net_connections("tcp")
-        if c.status == "LISTEN" and c.laddr and c.laddr.port == port
-    }
-    assert len(pids) == 1
-    return pids.pop()
-
-
 def test_server_that_fails_to_start_is_one_error_naming_its_log(tmp_path):
     require_vllm()
     port = free_port()
@@ -227,7 +186,7 @@ def test_server_that_dies_mid_run_stops_sampling_and_loses_no_finished_trajector
         time.sleep(3)
         before = _committed(served)
     assert before > start, "no trajectory finished before the deadline"
-    os.killpg(os.getpgid(_server_pid(served)), 9)  # the whole server: API process and engine
+    os.killpg(os.getpgid(vllm_server_pid(port)), 9)  # the whole server: API process and engine
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-2000:]
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
