@@ -166,12 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
-def _serving_readers(cfg: PipelineConfig, command: str) -> contextlib.AbstractContextManager:
-    """While a command that writes runs, it answers read-only SQL (see pipeline.query_server).
+def _first_process() -> bool:
+    """False in every process of a multi-process launch (accelerate, torchrun) but the first.
 
-    Only the first process of a multi-process launch (accelerate) serves.
+    Only the first one records the command, starts the recipe's servers, answers SQL and writes the
+    warehouse; the others take their share of the training step (train, rl).
     """
-    if os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0":
+    return os.environ.get("RANK", "0") == "0" and os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+def _serving_readers(cfg: PipelineConfig, command: str) -> contextlib.AbstractContextManager:
+    """While a command that writes runs, it answers read-only SQL (see pipeline.query_server)."""
+    if not _first_process():
         return contextlib.nullcontext()
     from pipeline.query_server import serve_readers
 
@@ -180,7 +186,7 @@ def _serving_readers(cfg: PipelineConfig, command: str) -> contextlib.AbstractCo
 
 def _model_servers(cfg: PipelineConfig, command: str) -> contextlib.AbstractContextManager:
     """With serve.manage, the recipe's local vLLM servers run for the command (pipeline.serving)."""
-    if not (cfg.serve.manage and command in MODEL_COMMANDS):
+    if not (cfg.serve.manage and command in MODEL_COMMANDS and _first_process()):
         return contextlib.nullcontext()
     from pipeline.serving import running_servers
 
@@ -237,11 +243,12 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         return rooms.cli(cfg, args)
     if args.command in DEFAULT_INPUTS:
         _fill_inputs(args, cfg)
-    if args.command == "rl":
-        _fill_rl_policy(args, cfg)
+    if args.command == "rl" and _first_process():
+        _fill_rl_policy(args, cfg)  # the other processes train with the first one's plan
     command = f"rooms {args.action}" if args.command == "rooms" else args.command
+    recording = run_folder.recorded(cfg, argv, command, args.recipe) if _first_process() else _unrecorded()
     with (
-        run_folder.recorded(cfg, argv, command, args.recipe) as record,
+        recording as record,
         _model_servers(cfg, args.command),
         _serving_readers(cfg, args.command),
     ):
@@ -255,6 +262,12 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict)) or len(str(v)) < 400}
         print(json.dumps(shown, indent=2, default=str))
     return 0
+
+
+@contextlib.contextmanager
+def _unrecorded():
+    """Another process of a multi-process launch: the first one records the command."""
+    yield {}
 
 
 def _open_warehouse(cfg: PipelineConfig, read_only: bool):
@@ -294,7 +307,7 @@ def _fill_inputs(args: argparse.Namespace, cfg: PipelineConfig) -> None:
     from pipeline import lineage
 
     # Other ranks of a multi-process launch only read; the first one may bring the schema up to date.
-    con = _open_warehouse(cfg, read_only=os.environ.get("RANK", "0") != "0")
+    con = _open_warehouse(cfg, read_only=not _first_process())
     try:
         made = lineage.newest_output(con, stage, kind)
     finally:

@@ -208,12 +208,10 @@ def rl(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, start_policy_id: str
 
     _require(start_policy_id, "rl.policy", "--policy")
     plan = grpo.make_plan(con, cfg, start_policy_id)
+    done = grpo.already_trained(con, cfg, plan)
+    grpo.lead(cfg, None if done else plan)  # under accelerate launch, the other processes train it too
     with db.stage_run(con, "rl", plan.config_hash) as counts:
-        made = (
-            grpo.finished_counts(con, plan)
-            if grpo.already_trained(con, cfg, plan)
-            else grpo.fit(con, cfg, plan)
-        )
+        made = grpo.finished_counts(con, plan) if done else grpo.fit(con, cfg, plan)
         counts.update(made)
         rollouts = [
             r[0]

@@ -56,7 +56,13 @@ from pipeline.policies import Policy, load_policy, register_policy, root_backend
 from pipeline.run_folder import resolve_path, stored_path
 from pipeline.stats import bootstrap_mean_ci
 from pipeline.training import base_model_path
-from pipeline.training.rollouts import Episode, LivePolicy, make_rollout_func, reward_from_rollout
+from pipeline.training.rollouts import (
+    Episode,
+    LivePolicy,
+    make_rollout_func,
+    reward_from_rollout,
+    shared_rollouts,
+)
 
 GENERATION_MODES = ("auto", "in_process", "server")
 PURPOSE = "rl"
@@ -529,7 +535,7 @@ def start_model(cfg: PipelineConfig, start: Policy, model: Any) -> tuple[Any, An
     return PeftModel.from_pretrained(model, str(folder), is_trainable=True), None
 
 
-def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> dict[str, Any]:
+def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan) -> dict[str, Any]:
     """GRPO from the plan's start policy (or resume it); returns counts with the new policy id."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -540,13 +546,14 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    if PartialState().num_processes > 1:
-        # Every rollout is written and graded by the one process that holds the warehouse (DuckDB has one
-        # writer); rollouts from several ranks would have to be gathered to it first, which is not built yet.
-        raise RLError(
-            "rl: runs in one process for now; start it with python -m pipeline, not accelerate launch"
-        )
-    check_config(cfg)
+    state = PartialState()
+    # Under accelerate launch the main process holds the warehouse (``con``) and runs every process's
+    # rollouts (pipeline.training.rollouts.shared_rollouts); the others are given ``con=None`` and the
+    # main process's plan (``follow``), and take their share of each update.
+    main = state.is_main_process
+    if main != (con is not None):
+        raise RuntimeError("rl: the main process fits with the warehouse, the other processes without it")
+    check_config(cfg, state.num_processes)
     if plan.start.harness != "rlm":
         raise RLError(
             f"rl.policy: {plan.start.policy_id} runs the {plan.start.harness!r} harness; RL trains the RLM root"
@@ -554,35 +561,33 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
     if not torch.cuda.is_available():
         from pipeline.llm.local import sensible_threads
 
-        torch.set_num_threads(sensible_threads())
+        torch.set_num_threads(max(1, sensible_threads() // state.num_processes))
     ckpt_dir = Path(plan.adapter_dir) / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    _mark_running(con, cfg, plan)
+    if main:
+        _mark_running(con, cfg, plan)
     try:
         base = base_model_path(plan.start.base_model, cfg.serve.models)
         tokenizer = AutoTokenizer.from_pretrained(base)
-        gen_tokenizer = AutoTokenizer.from_pretrained(base)  # left-padded copy for generation
-        args = grpo_config(cfg, str(ckpt_dir))
+        args = grpo_config(cfg, str(ckpt_dir), state.num_processes)
         model, peft_config = start_model(
             cfg,
             plan.start,
             AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16 if args.bf16 else torch.float32),
         )
-        runner = RoomRollouts(con, cfg, plan, gen_tokenizer)
-        inner = make_rollout_func(runner, tokenizer, cfg.rl.max_length)
+        runner = callbacks = None
+        received: list[int] = []  # rollouts this process trained on, per step
+        if main:
+            # The left-padded copy of the tokenizer is the one in-process generation uses.
+            runner = RoomRollouts(con, cfg, plan, AutoTokenizer.from_pretrained(base))
+            callbacks = [_StepRecorder(con, cfg, plan, runner).callback()]
+        shared = shared_rollouts(_counted(runner, tokenizer, cfg.rl.max_length) if main else None)
 
         def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-            out = inner(prompts, trainer)
-            stats = runner.pending
-            if stats is not None:
-                stats.tokens = sum(
-                    len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"], strict=True)
-                )
-                stats.trained_tokens = sum(sum(m) for m in out["env_mask"])
-                stats.rollout_ended = time.monotonic()
+            out = shared(prompts, trainer)
+            received.append(len(out["completion_ids"]))
             return out
 
-        recorder = _StepRecorder(con, cfg, plan, runner)
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=[reward_from_rollout],
@@ -593,20 +598,78 @@ def fit(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> di
             processing_class=tokenizer,
             peft_config=peft_config,
             rollout_func=rollout_func,
-            callbacks=[recorder.callback()],
+            callbacks=callbacks,
         )
         resume = get_last_checkpoint(str(ckpt_dir))
         t0 = time.monotonic()
         trainer.train(resume_from_checkpoint=resume)
         seconds = time.monotonic() - t0
         trainer.save_model(plan.adapter_dir)
-        tokenizer.save_pretrained(plan.adapter_dir)
+        if main:
+            tokenizer.save_pretrained(plan.adapter_dir)
     except BaseException:
-        con.execute(
-            "update rl_runs set status = 'failed', ended_at = ? where rl_id = ?", [db.now(), plan.rl_id]
-        )
+        if main:
+            con.execute(
+                "update rl_runs set status = 'failed', ended_at = ? where rl_id = ?", [db.now(), plan.rl_id]
+            )
         raise
+    if not main:
+        return {
+            "rl_id": plan.rl_id,
+            "process": state.process_index,
+            "backend": str(torch.distributed.get_backend()),
+            "steps": trainer.state.global_step,
+            "rollouts_trained": sum(received),
+            "seconds": round(seconds, 2),
+        }
     return _record_policy(con, cfg, plan, seconds, resume)
+
+
+def _counted(runner: RoomRollouts, tokenizer: Any, max_length: int) -> Any:
+    """The rooms' rollout_func, noting the step's token counts and when its rollouts ended."""
+    inner = make_rollout_func(runner, tokenizer, max_length)
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        out = inner(prompts, trainer)
+        stats = runner.pending
+        if stats is not None:
+            stats.tokens = sum(
+                len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"], strict=True)
+            )
+            stats.trained_tokens = sum(sum(m) for m in out["env_mask"])
+            stats.rollout_ended = time.monotonic()
+        return out
+
+    return rollout_func
+
+
+# --------------------------------------------------------------------------- several processes
+
+
+def lead(cfg: PipelineConfig, plan: RLPlan | None) -> None:
+    """The main process of a multi-process launch tells the others what to train (None: nothing).
+
+    Called once per rl command on every path the main process takes, so the others never wait for
+    a plan that does not come (an error ends the launch: torchrun stops the other processes).
+    """
+    from accelerate import PartialState
+
+    if PartialState().num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        broadcast_object_list([(cfg, plan)], from_process=0)
+
+
+def follow() -> dict[str, Any]:
+    """Any other process of a multi-process launch: fit the main process's plan with its config."""
+    from accelerate.utils import broadcast_object_list
+
+    box: list[Any] = [None]
+    broadcast_object_list(box, from_process=0)
+    cfg, plan = box[0]
+    if plan is None:
+        return {"skipped": True}
+    return fit(None, cfg, plan)
 
 
 def _record_policy(

@@ -111,6 +111,33 @@ def make_rollout_func(
     return rollout_func
 
 
+def shared_rollouts(
+    rollout_func: Callable[[list[Any], Any], dict[str, Any]],
+) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """``rollout_func`` run by the main process for every process of a multi-process launch.
+
+    Under ``accelerate launch`` TRL calls ``rollout_func`` in every process with that process's share
+    of the generation batch, and orders the batch by process (groups may span two processes). Here
+    every share is gathered to the main process, which alone runs the episodes (it alone holds the
+    warehouse the rollouts are written to: DuckDB has one writer), and each process gets back its
+    own slice of the result. With one process it is ``rollout_func`` itself.
+    """
+
+    def run(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        acc = trainer.accelerator
+        if acc.num_processes == 1:
+            return rollout_func(prompts, trainer)
+        from accelerate.utils import broadcast_object_list, gather_object
+
+        everyone = gather_object(list(prompts))  # the whole batch, in process order
+        box = [rollout_func(everyone, trainer) if acc.is_main_process else None]
+        broadcast_object_list(box, from_process=0)
+        lo, hi = acc.process_index * len(prompts), (acc.process_index + 1) * len(prompts)
+        return {k: v[lo:hi] if isinstance(v, list) else v for k, v in box[0].items()}
+
+    return run
+
+
 def reward_from_rollout(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
     """The reward the episode runner computed (the judge's headline), as TRL's reward function."""
     return [float(r) for r in kwargs[REWARD_KEY]]

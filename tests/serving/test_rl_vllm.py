@@ -1,24 +1,33 @@
-"""RL with generation on a real vLLM server: step 2's rollouts come from step 1's adapter, by module name.
+"""RL on a real vLLM server from two processes: `accelerate launch --num_processes 2 -m pipeline rl`.
 
-The root is served by vLLM (CPU build, .venv-vllm) with runtime LoRA loading;
-after step 1 the stage saves the adapter and loads it as the LoRA module named
-after the step's policy, and step 2's episodes request that module.
+The root is served by the session's vLLM server (CPU build, .venv-vllm) with
+runtime LoRA loading. The launch runs two processes over gloo: the main one
+holds the warehouse, runs every rollout through the server and writes it; the
+other gets the plan and its share of each step's batch from it, and both take
+their share of the update. After step 1 the main process saves the adapter and
+loads it as the LoRA module named after the step's policy, and step 2's
+episodes request that module.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline import db
-from pipeline.config import load_config
+from pipeline.cli import main
 from pipeline.llm.lora_modules import served_models
 from tests.conftest import vllm_overrides
 
 pytestmark = pytest.mark.slow
 
+ROOT = Path(__file__).resolve().parents[2]
 RL = [
     "rooms.n_documents=8",
     # The zero-shot prompt: about half the worked example's tokens in every rollout and update, and
@@ -27,7 +36,7 @@ RL = [
     "sampling.max_new_tokens=32",
     "rl.steps=2",
     "rl.num_generations=2",
-    "rl.rollouts_per_step=2",
+    "rl.rollouts_per_step=4",  # 2 rooms x 2 rollouts: 2 per process
     "rl.max_length=1400",
     "rl.gradient_checkpointing=false",
     "rl.evaluate=false",
@@ -39,36 +48,74 @@ RL = [
 
 # Two GRPO updates: minutes on quiet cores, far more on a busy shared machine.
 @pytest.mark.timeout(2400)
-def test_second_step_samples_the_first_steps_adapter_on_vllm(vllm_port, tmp_path):
-    from pipeline.policies import base_policy, register_policy
-    from stages import rl, rooms
+def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_port, tmp_path):
+    exe = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("the accelerate command line is not installed")
+    run = tmp_path / "run"
+    overrides = [*vllm_overrides(run, vllm_port), *RL]
+    assert main(["--recipe", "tiny", "rooms", "generate", *overrides]) == 0
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [
+        # --multi_gpu is accelerate's torchrun launcher; with no GPU the rl stage asks for gloo on CPU.
+        exe, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        "--dynamo_backend", "no", "-m", "pipeline", "--recipe", "tiny", "rl", *overrides,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # the main process printed each step once (it alone starts from the champion: the base)
+    out = proc.stdout
+    assert out.count("rl step 1: reward") == 1 and out.count("rl step 2: reward") == 1, out[-2000:]
+    assert out.count("rl: starting from the champion") == 1, out[-2000:]
+    # the other process took two steps over gloo, each on its 2 of the 4 rollouts the main one ran
+    follower = next(o for o in _printed_objects(out) if o.get("process") == 1)
+    assert (follower["backend"], follower["steps"], follower["rollouts_trained"]) == ("gloo", 2, 4)
 
-    cfg = load_config("tiny", vllm_overrides(tmp_path / "run", vllm_port) + RL)
-    rooms.run(cfg)
-    con = db.connect(cfg.run.db_path)
+    con = db.connect(run / "pipeline.duckdb", read_only=True)
     try:
-        cfg.rl.policy = register_policy(con, base_policy(cfg))
-    finally:
-        con.close()
-    counts = rl.run(cfg)
-    served = served_models(cfg.models.root.base_url)
-    con = db.connect(cfg.run.db_path, read_only=True)
-    try:
-        (gen,) = con.execute("select generation from rl_runs").fetchone()
-        assert gen == "server"
-        (step2_policy,) = con.execute("select sampling_policy_id from rl_steps where step = 2").fetchone()
-        assert step2_policy != cfg.rl.policy
-        traces = [
-            json.loads(t)
-            for (t,) in con.execute(
-                "select t.trace from rl_rollouts r join trajectories t using (trajectory_id) where r.step = 2"
-            ).fetchall()
+        ((rl_id, status, gen, start, policy_id),) = con.execute(
+            "select rl_id, status, generation, start_policy_id, policy_id from rl_runs"
+        ).fetchall()
+        steps = con.execute(
+            "select step, n_rollouts, sampling_policy_id, sync_s, loss is not null from rl_steps order by step"
+        ).fetchall()
+        slots = con.execute(
+            "select r.step, r.slot, t.purpose, t.policy_id, t.trace, count(m.trajectory_id) from rl_rollouts r "
+            "join trajectories t using (trajectory_id) "
+            "left join memo_scores m on m.trajectory_id = r.trajectory_id and m.judge = 'reference' "
+            "where r.rl_id = ? group by all order by r.step, r.slot",
+            [rl_id],
+        ).fetchall()
+        n_rl = con.execute("select count(*) from trajectories where purpose = 'rl'").fetchone()[0]
+        n_policies = con.execute("select count(*) from policies where policy_id = ?", [policy_id]).fetchone()[
+            0
         ]
-        # The step-2 episodes asked the server for the module named after the step-1 adapter's policy.
-        assert traces and all(step2_policy in json.dumps(t.get("usage", {})) for t in traces)
-        (sync_s,) = con.execute("select sync_s from rl_steps where step = 1").fetchone()
-        assert sync_s is not None
     finally:
         con.close()
-    assert step2_policy in served  # still loaded: it is the newest module
-    assert counts["skipped"] is False and Path(cfg.run.dir, counts["adapter_path"]).exists()
+    assert status == "ok" and gen == "server" and n_policies == 1
+    assert [(s, n, loss) for s, n, _, _, loss in steps] == [(1, 4, True), (2, 4, True)]
+    assert steps[0][3] is not None  # step 1's adapter was saved and loaded into the server
+    # every slot of every step once (the other process's included), written by the main process and graded
+    assert [(s, slot, p) for s, slot, p, *_ in slots] == [(s, i, "rl") for s in (1, 2) for i in range(4)]
+    assert all(n >= 1 for *_, n in slots) and n_rl == 8
+    # step 1 was sampled by the start; step 2 by the adapter after step 1, asked for by its module name
+    step2 = steps[1][2]
+    assert steps[0][2] == start and step2 != start
+    assert all(pid == (start if s == 1 else step2) for s, _, _, pid, _, _ in slots)
+    assert all(step2 in json.dumps(json.loads(t).get("usage", {})) for s, _, _, _, t, _ in slots if s == 2)
+    assert step2 in served_models(f"http://127.0.0.1:{vllm_port}/v1")  # still loaded: the newest module
+    records = [json.loads(line) for line in (run / "commands.jsonl").read_text().splitlines()]
+    assert [r["command"] for r in records].count("rl") == 1  # only the main process records the command
+    assert (run / "adapters" / rl_id / "adapter_model.safetensors").exists()
+
+
+def _printed_objects(text: str) -> list[dict]:
+    """The JSON objects the processes printed (each command prints its result as one object)."""
+    decoder, found = json.JSONDecoder(), []
+    for i in (i for i in range(len(text)) if text.startswith("{\n", i) and (i == 0 or text[i - 1] == "\n")):
+        try:
+            found.append(decoder.raw_decode(text, i)[0])
+        except ValueError:
+            continue
+    return found
