@@ -313,7 +313,14 @@ class ServeConfig:
     models: dict[str, str] = _f(
         {}, "served model name -> weights folder or hub id ('embedded': the converted SmolLM2 weights)"
     )
-    args: list[str] = _f([], "extra vLLM server arguments, e.g. [--dtype, bfloat16, --max-model-len, '8192']")
+    dtype: str = _f(
+        "auto",
+        "the servers' --dtype; 'auto': bfloat16 on a GPU or a CPU with bf16 instructions, float32 on other "
+        "CPUs (where bf16 is emulated and several times slower: docs/benchmarks.md)",
+    )
+    args: list[str] = _f(
+        [], "extra vLLM server arguments, e.g. [--max-model-len, '8192', --enable-prefix-caching]"
+    )
     env: dict[str, str] = _f({}, "extra environment for the servers, e.g. {VLLM_CPU_KVCACHE_SPACE: '4'}")
     max_lora_rank: int = _f(16, "--max-lora-rank of the root's server (at least train.lora_r)")
     start_timeout_s: float = _f(600.0, "how long to wait for a server's /health")

