@@ -15,6 +15,7 @@ RECIPE ?= pipeline/recipes/default.yaml
 # A recipe that starts its own model servers (serve.manage) needs the vLLM environment.
 MANAGED := $(shell grep -Eqs '^[[:space:]]*manage:[[:space:]]*true' $(RECIPE) && echo $(VLLM_STAMP))
 ARGS ?=
+TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
@@ -76,7 +77,10 @@ nightly: $(STAMP) sandbox-tools $(MANAGED) ## run one nightly improvement round 
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
 
 test: $(STAMP) $(VLLM_STAMP) browser sandbox-tools ## run the test suite (installs vLLM first: its tests run against a real server)
-	RLM_REQUIRE_VLLM=1 RLM_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(PY) -m pytest -q -x --durations=15 $(ARGS)
+	# Two workers: the tests on the session's vLLM server run in one (tests/conftest.py groups them)
+	# while the other takes the rest; much of the first one's time is spent waiting on the server.
+	RLM_REQUIRE_VLLM=1 RLM_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(PY) -m pytest -q -x --durations=15 \
+	  -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 test-fast: $(STAMP) ## run tests that need no model
 	$(PY) -m pytest -q -m 'not slow' $(ARGS)

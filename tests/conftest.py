@@ -80,6 +80,18 @@ def _unmarked_tests_start_nothing_heavy(request: pytest.FixtureRequest, monkeypa
     monkeypatch.setattr(smollm2, "ensure_model", lambda *a, **k: refuse("the embedded model"))
 
 
+# Session servers: under `make test` (pytest-xdist, --dist loadgroup) every test that uses one runs
+# in the same worker, so each server starts once; the other worker takes the rest meanwhile.
+SERVER_FIXTURES = {"vllm_port": "vllm", "transformers_server": "transformers_server"}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    fixtures = getattr(item, "fixturenames", ())
+    group = next((g for f, g in SERVER_FIXTURES.items() if f in fixtures), None)
+    if group:
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The test that kills the shared vLLM server runs after every test that uses it (a stable sort).
     items.sort(key=lambda item: item.get_closest_marker("kills_vllm") is not None)

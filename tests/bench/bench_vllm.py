@@ -8,9 +8,12 @@ fresh warehouse; vLLM is started through pipeline.serving (as `pipeline
 serve` does, prefix caching on) before its clock starts. Prints per backend:
 wall time, trajectories per minute, root tokens/s (prompt + completion, and
 completion only), and for vLLM the prefix-cache hit rate from its /metrics;
-then the ratio vLLM / local.
+then the ratio vLLM / local. ``--dtypes bfloat16,float32`` runs one vLLM server per
+``serve.dtype`` in turn and prints their ratio too (bf16 is emulated on a CPU without bf16
+instructions); ``--no-local`` leaves the local backend out.
 
-Run: python tests/bench/bench_vllm.py [--k 4] [--concurrency 8]   (needs `make vllm-env`)
+Run: python tests/bench/bench_vllm.py [--k 4] [--concurrency 8] [--dtypes auto] [--no-local]
+(needs `make vllm-env`)
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pipeline import db, sampling  # noqa: E402
 from pipeline.config import PipelineConfig, load_config  # noqa: E402
 from pipeline.policies import base_policy, register_policy  # noqa: E402
 from pipeline.rooms import store  # noqa: E402
-from pipeline.serving import running_servers  # noqa: E402
+from pipeline.serving import running_servers, server_dtype  # noqa: E402
 from stages import rooms  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
@@ -80,6 +83,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument(
+        "--dtypes", default="auto", help="comma-separated serve.dtype values, one vLLM server each"
+    )
+    ap.add_argument("--no-local", action="store_true", help="leave the local transformers backend out")
     args = ap.parse_args()
     # The two recipes' root settings (local.yaml, default.yaml), on small rooms.
     common = [
@@ -91,35 +98,45 @@ def main() -> int:
     ]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        local = load_config("local", [f"run.dir={tmp}/local", "models.root.max_batch=8", *common])
-        results["local"] = sample(local, args.k)
-        port = free_port()
-        vllm = load_config(
-            "default",
-            [
-                f"run.dir={tmp}/vllm",
-                *common,
-                f"models.root.base_url=http://127.0.0.1:{port}/v1",
-                f"models.root.concurrency={args.concurrency}",
-                f"serve.python={ROOT / '.venv-vllm' / 'bin' / 'python'}",
-            ],
-        )
-        assert vllm.models.root.kind == "openai" and vllm.serve.manage, "default.yaml: root on vLLM"
-        with running_servers(vllm):
-            results["vllm"] = sample(vllm, args.k)
-            results["vllm"]["prefix_cache_hit_rate"] = prefix_cache_hit_rate(vllm.models.root.base_url)
+        if not args.no_local:
+            local = load_config("local", [f"run.dir={tmp}/local", "models.root.max_batch=8", *common])
+            results["local"] = sample(local, args.k)
+        for dtype in args.dtypes.split(","):
+            port = free_port()
+            vllm = load_config(
+                "default",
+                [
+                    f"run.dir={tmp}/vllm-{dtype}",
+                    *common,
+                    f"models.root.base_url=http://127.0.0.1:{port}/v1",
+                    f"models.root.concurrency={args.concurrency}",
+                    f"serve.python={ROOT / '.venv-vllm' / 'bin' / 'python'}",
+                    f"serve.dtype={dtype}",
+                ],
+            )
+            assert vllm.models.root.kind == "openai" and vllm.serve.manage, "default.yaml: root on vLLM"
+            name = f"vllm {server_dtype(dtype)}"
+            with running_servers(vllm):
+                results[name] = sample(vllm, args.k)
+                results[name]["prefix_cache_hit_rate"] = prefix_cache_hit_rate(vllm.models.root.base_url)
     print(f"\nworked-example workload: k={args.k} per training room, concurrency {args.concurrency}")
-    print(f"{'backend':8s} {'traj':>5s} {'failed':>6s} {'wall s':>8s} {'traj/min':>9s} {'tok/s':>8s} "
+    print(f"{'backend':14s} {'traj':>5s} {'failed':>6s} {'wall s':>8s} {'traj/min':>9s} {'tok/s':>8s} "
           f"{'gen tok/s':>9s} {'prefix hits':>11s}")  # fmt: skip
     for name, r in results.items():
         hits = r.get("prefix_cache_hit_rate")
         print(
-            f"{name:8s} {r['trajectories']:5d} {r['failed']:6d} {r['wall_s']:8.1f} {r['traj_per_min']:9.2f} "
+            f"{name:14s} {r['trajectories']:5d} {r['failed']:6d} {r['wall_s']:8.1f} {r['traj_per_min']:9.2f} "
             f"{r['tokens_per_s']:8.1f} {r['completion_tokens_per_s']:9.1f} "
             f"{'-' if hits is None else f'{hits:.0%}':>11s}"
         )
-    ratio = results["vllm"]["traj_per_min"] / results["local"]["traj_per_min"]
-    print(f"vLLM / local trajectories per minute: {ratio:.2f}x")
+    served = [n for n in results if n != "local"]
+    for name in served:
+        if "local" in results:
+            ratio = results[name]["traj_per_min"] / results["local"]["traj_per_min"]
+            print(f"{name} / local trajectories per minute: {ratio:.2f}x")
+    for name in served[1:]:
+        ratio = results[name]["traj_per_min"] / results[served[0]]["traj_per_min"]
+        print(f"{name} / {served[0]} trajectories per minute: {ratio:.2f}x")
     return 0
 
 

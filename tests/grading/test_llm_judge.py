@@ -439,11 +439,8 @@ def test_verdicts_of_an_older_judge_version_are_not_reused(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_transformers_server_verdicts_are_bools_or_ungraded(request, tmp_path):
-    try:
-        server = request.getfixturevalue("transformers_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("tests/conftest.py has no transformers_server fixture yet")
+def test_real_transformers_server_verdicts_are_bools_or_ungraded(transformers_server, tmp_path):
+    server = transformers_server
     # Two criteria, short replies: a 135M model on a shared CPU is slow, and invalid JSON is fine here.
     criteria = CRITERIA[:2]
     cfg = BackendConfig(
