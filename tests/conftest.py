@@ -34,6 +34,11 @@ import pytest
 # Nothing in the test suite may reach the Hugging Face hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers on two cores: one thread each (and for what they start). Two OpenMP threads per
+    # worker spin against the other worker's and ran the suite slower than one worker did.
+    os.environ.setdefault("RLM_TORCH_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = Path(os.environ.get("RLM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
