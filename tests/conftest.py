@@ -35,8 +35,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # Two workers on two cores: one thread each (and for what they start). Two OpenMP threads per
-    # worker spin against the other worker's and ran the suite slower than one worker did.
+    # Two workers on two cores: one thread each (and for what they start). With two OpenMP threads
+    # per worker they spin against each other: 20.3 min for the suite, 15.8 with one (docs/benchmarks.md).
     os.environ.setdefault("RLM_TORCH_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
