@@ -315,8 +315,8 @@ class ServeConfig:
     )
     dtype: str = _f(
         "auto",
-        "the servers' --dtype; 'auto': bfloat16 on a GPU or a CPU with bf16 instructions, float32 on other "
-        "CPUs (where bf16 is emulated and several times slower: docs/benchmarks.md)",
+        "the servers' --dtype; 'auto': float32 on an x86 CPU without bf16 instructions (bf16 is emulated "
+        "there, several times slower: docs/benchmarks.md), vLLM's own choice everywhere else",
     )
     args: list[str] = _f(
         [], "extra vLLM server arguments, e.g. [--max-model-len, '8192', --enable-prefix-caching]"
