@@ -77,8 +77,7 @@ nightly: $(STAMP) sandbox-tools $(MANAGED) ## run one nightly improvement round 
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
 
 test: $(STAMP) $(VLLM_STAMP) browser sandbox-tools ## run the test suite (installs vLLM first: its tests run against a real server)
-	# Two workers. The tests that share a server form a group that runs in one worker: the shared
-	# distill run's tests and the other vLLM tests are two groups, each with its own server, taken
+	# Two workers. The tests that share a server form a group that runs in one worker, started
 	# first; the rest fill in, slow tests before fast ones (tests/conftest.py).
 	RLM_REQUIRE_VLLM=1 RLM_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(PY) -m pytest -q -x --durations=15 \
 	  -n $(TEST_WORKERS) --dist loadgroup $(ARGS)

@@ -5,7 +5,7 @@
 - ``transformers_server``: a real ``transformers serve`` process on a free
   local port serving that folder offline; yields ``ServedModel(base_url, model)``.
 - ``vllm_port``: one real vLLM server (CPU build, .venv-vllm) for the whole
-  session of a process, shared by the serving, judge and RL tests (a start
+  session, shared by the serving, judge and RL tests (a start
   costs about 40 s on 2 cores); ``vllm_overrides(run_dir, port)`` points a
   tiny-recipe config at it. The one test that kills it is marked
   ``kills_vllm`` and runs after every other test that uses it.
@@ -86,15 +86,10 @@ def _unmarked_tests_start_nothing_heavy(request: pytest.FixtureRequest, monkeypa
 
 
 # Session servers under `make test` (pytest-xdist, --dist loadgroup): the tests that share a server
-# form one group, which runs in one worker, so each group starts its server once. The vLLM tests are
-# two groups, those that read the shared distill run and the rest: one is too long a critical path
-# for a 2-worker suite, and a second server costs a 40 s start (an idle one takes no CPU).
-# The first fixture a test uses in this order names its group.
-SERVER_GROUPS = {
-    "distilled": "vllm_distilled",
-    "vllm_port": "vllm",
-    "transformers_server": "transformers_server",
-}
+# form one group, which runs in one worker, so each server starts once. One vLLM group, not two: two
+# servers beside SFT and GRPO on 2 cores ran every vLLM test 1.5-3x slower (load average 11) and the
+# suite took longer than with one. The first fixture of this order a test uses names its group.
+SERVER_GROUPS = {"vllm_port": "vllm", "transformers_server": "transformers_server"}
 
 
 def server_group(item: pytest.Item) -> str | None:
@@ -109,12 +104,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest work first: the server groups (so two workers take the two vLLM groups at the start),
-    then the other slow tests, then the fast ones, which fill in at the end.
+    """Longest work first: the server groups (the vLLM group, the suite's longest path, starts at
+    once), then the other slow tests, then the fast ones, which fill in at the end.
 
-    Within the vLLM group the test that kills its server runs last; the distill group comes first,
-    so in one process (or one worker, which takes the groups in this order) nothing needs a server
-    after the kill either. The sort is stable: file order within each class.
+    Within the vLLM group the test that kills its server runs last. The sort is stable: file order
+    within each class.
     """
     order = list(SERVER_GROUPS.values())
 
@@ -229,9 +223,7 @@ def vllm_overrides(run_dir: Path, port: int) -> list[str]:
         f"serve.python={VLLM_PYTHON}",
         "serve.args=[--max-model-len, '8192', --enable-prefix-caching, "
         "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']",
-        # 1 GiB holds about 23,000 float32 tokens of this model's KV: the tests' widest burst (8 episodes of
-        # ~3,000 tokens) nearly fits, and two servers beside SFT and a two-process RL stay inside 24 GiB
-        "serve.env={VLLM_CPU_KVCACHE_SPACE: '1'}",
+        "serve.env={VLLM_CPU_KVCACHE_SPACE: '2'}",
         "serve.start_timeout_s=420",
     ]
 
