@@ -77,8 +77,8 @@ nightly: $(STAMP) sandbox-tools $(MANAGED) ## run one nightly improvement round 
 	$(PY) -m pipeline --recipe $(RECIPE) nightly $(ARGS)
 
 test: $(STAMP) $(VLLM_STAMP) browser sandbox-tools ## run the test suite (installs vLLM first: its tests run against a real server)
-	# Two workers. The tests that share a server form a group that runs in one worker, started
-	# first; the rest fill in, slow tests before fast ones (tests/conftest.py).
+	# Two workers: the tests on the session's vLLM server run in one (tests/conftest.py groups them)
+	# while the other takes the rest; much of the first one's time is spent waiting on the server.
 	RLM_REQUIRE_VLLM=1 RLM_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(PY) -m pytest -q -x --durations=15 \
 	  -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 

@@ -2,7 +2,7 @@
 
 It is the recipe's base policy until a candidate wins, and a candidate wins
 only when its paired held-out lift over the policy its round started from
-has a 95% interval above zero. ``make distill`` is round 0 under the same
+has a 95% interval above zero, measured over at least two held-out rooms. ``make distill`` is round 0 under the same
 rule (pipeline.round): it starts from the base, so when the base is still
 the champion the SFT policy that beats it becomes the champion, and the
 first nightly round samples the distilled policy. Every round is a row of
@@ -35,9 +35,19 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str) -> None:
     con.execute("update champion set policy_id = ?, updated_at = ?", [policy_id, db.now()])
 
 
+# The bootstrap resamples rooms: over one room every resample is that room, so the "interval" has
+# zero width and one lucky episode on one room would promote (the tiny recipe did, a run in three).
+MIN_LIFT_ROOMS = 2
+
+
 def beats(lift: dict | None) -> bool:
-    """The promotion rule: the paired lift's 95% interval lies above zero."""
-    return bool(lift and lift.get("ci_low") is not None and lift["ci_low"] > 0)
+    """The promotion rule: the paired lift's 95% interval, over at least two held-out rooms, lies above zero."""
+    return bool(
+        lift
+        and lift.get("ci_low") is not None
+        and lift["ci_low"] > 0
+        and (lift.get("n_rooms") or 0) >= MIN_LIFT_ROOMS
+    )
 
 
 def open_round(con: duckdb.DuckDBPyConnection, kind: str, start_policy_id: str) -> str:

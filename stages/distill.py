@@ -7,8 +7,8 @@ filter → dataset → train → evaluate on held-out rooms, base vs the new SFT
 policy → champion decision), then report. Every step is idempotent, so
 rerunning after a crash finishes what is missing. The champion rule is the
 nightly one (pipeline.champion): the SFT policy becomes the champion when
-its lift's 95% interval over the base lies above zero, so the first `make
-nightly` samples the distilled policy. Ends by printing the held-out
+its lift's 95% interval over the base, over at least two held-out rooms,
+lies above zero, so the first `make nightly` samples the distilled policy. Ends by printing the held-out
 scores with their intervals, the lift, the champion, the wall time and
 where the report is.
 """
@@ -27,7 +27,7 @@ from stages import report, rooms
 
 CHAMPION_LINES = {
     "promoted": "champion: {c} (its lift's interval lies above zero; nightly samples it)",
-    "kept_champion": "champion: {c} (the base; the lift's interval does not lie above zero)",
+    "kept_champion": "champion: {c} (the base; the lift's interval does not lie above zero, or covers one room)",
     "left_champion": "champion: {c} (set by a nightly round; distill leaves it)",
     "lift_withheld": "champion: {c} (kept: the lift was withheld, see the evaluation line above)",
     "nothing_to_do": "champion: {c} (nothing new since the last distill)",

@@ -8,8 +8,9 @@ SFT policy when it beat the base): top the champion up to
 ``nightly.top_up_k`` trajectories per training room, grade, filter every
 graded training trajectory so far, build the next dataset, train a
 candidate, evaluate candidate vs champion on held-out rooms, and promote the
-candidate only if the paired lift's 95% interval lies above zero. Each round
-is a row of `nightly_rounds`; its log goes to <run.dir>/logs/nightly-<time>.log.
+candidate only if the paired lift's 95% interval (over two or more rooms)
+lies above zero. Each round is a row of `nightly_rounds`; its log goes to
+<run.dir>/logs/nightly-<time>.log.
 
 Safe to schedule: an exclusive lock on <run.dir>/nightly.lock refuses a
 second concurrent round with a clear message (exit 1), at once or after

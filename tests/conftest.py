@@ -5,10 +5,10 @@
 - ``transformers_server``: a real ``transformers serve`` process on a free
   local port serving that folder offline; yields ``ServedModel(base_url, model)``.
 - ``vllm_port``: one real vLLM server (CPU build, .venv-vllm) for the whole
-  session, shared by the serving, judge and RL tests (a start
-  costs about 40 s on 2 cores); ``vllm_overrides(run_dir, port)`` points a
-  tiny-recipe config at it. The one test that kills it is marked
-  ``kills_vllm`` and runs after every other test that uses it.
+  session, shared by the serving, judge and RL tests (a start costs about
+  40 s on 2 cores); ``vllm_overrides(run_dir, port)`` points a tiny-recipe
+  config at it. The one test that kills it is marked ``kills_vllm`` and runs
+  last.
 - ``distilled``: one real tiny ``distill`` with its root on that vLLM server,
   shared by the tests that read it (its run folder's recipe points at the
   server, so commands on a copy without ``--recipe`` use it too).
@@ -85,40 +85,23 @@ def _unmarked_tests_start_nothing_heavy(request: pytest.FixtureRequest, monkeypa
     monkeypatch.setattr(smollm2, "ensure_model", lambda *a, **k: refuse("the embedded model"))
 
 
-# Session servers under `make test` (pytest-xdist, --dist loadgroup): the tests that share a server
-# form one group, which runs in one worker, so each server starts once. One vLLM group, not two: two
-# servers beside SFT and GRPO on 2 cores ran every vLLM test 1.5-3x slower (load average 11) and the
-# suite took longer than with one. The first fixture of this order a test uses names its group.
-SERVER_GROUPS = {"vllm_port": "vllm", "transformers_server": "transformers_server"}
-
-
-def server_group(item: pytest.Item) -> str | None:
-    fixtures = getattr(item, "fixturenames", ())
-    return next((g for f, g in SERVER_GROUPS.items() if f in fixtures), None)
+# Session servers under `make test` (pytest-xdist, --dist loadgroup): every test that uses one runs
+# in the same worker, so each server starts once; the other worker takes the rest meanwhile. One vLLM
+# group, not two: two servers beside SFT and GRPO on 2 cores ran every vLLM test 1.5-3x slower (load
+# average 11), and the suite took longer than with one (docs/benchmarks.md).
+SERVER_FIXTURES = {"vllm_port": "vllm", "transformers_server": "transformers_server"}
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    group = server_group(item)
+    fixtures = getattr(item, "fixturenames", ())
+    group = next((g for f, g in SERVER_FIXTURES.items() if f in fixtures), None)
     if group:
         item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest work first: the server groups (the vLLM group, the suite's longest path, starts at
-    once), then the other slow tests, then the fast ones, which fill in at the end.
-
-    Within the vLLM group the test that kills its server runs last. The sort is stable: file order
-    within each class.
-    """
-    order = list(SERVER_GROUPS.values())
-
-    def rank(item: pytest.Item) -> tuple[int, bool]:
-        group = server_group(item)
-        slow = item.get_closest_marker("slow") is not None
-        cls = order.index(group) if group else len(order) + (0 if slow else 1)
-        return cls, item.get_closest_marker("kills_vllm") is not None
-
-    items.sort(key=rank)
+    # The test that kills the shared vLLM server runs after every test that uses it (a stable sort).
+    items.sort(key=lambda item: item.get_closest_marker("kills_vllm") is not None)
 
 
 def free_port() -> int:

@@ -19,8 +19,8 @@ def warehouse(tmp_path):
     con.close()
 
 
-def _lift(value: float, lo: float, hi: float) -> dict:
-    return {"metric": "lift", "value": value, "ci_low": lo, "ci_high": hi}
+def _lift(value: float, lo: float, hi: float, n_rooms: int = 5) -> dict:
+    return {"metric": "lift", "value": value, "ci_low": lo, "ci_high": hi, "n_rooms": n_rooms}
 
 
 def _rounds(con) -> list[tuple]:
@@ -80,7 +80,22 @@ def test_a_failed_round_is_recorded_as_failed(warehouse):
 
 @pytest.mark.parametrize(
     ("lift", "expected"),
-    [(None, False), ({"ci_low": None}, False), ({"ci_low": 0.0}, False), ({"ci_low": 0.001}, True)],
+    [
+        (None, False),
+        ({"ci_low": None, "n_rooms": 5}, False),
+        ({"ci_low": 0.0, "n_rooms": 5}, False),
+        ({"ci_low": 0.001, "n_rooms": 5}, True),
+        ({"ci_low": 0.001, "n_rooms": 2}, True),
+        # one room: every bootstrap resample is that room, a zero-width "interval"
+        ({"ci_low": 0.5, "n_rooms": 1}, False),
+        ({"ci_low": 0.5}, False),
+    ],
 )
-def test_the_promotion_rule_needs_the_whole_interval_above_zero(lift, expected):
+def test_the_promotion_rule_needs_the_whole_interval_above_zero_over_two_rooms(lift, expected):
     assert champion.beats(lift) is expected
+
+
+def test_a_one_room_lift_keeps_the_champion(warehouse):
+    cfg, con, base_id = warehouse
+    assert _round(con, cfg, base_id, SFT, _lift(0.40, 0.40, 0.40, n_rooms=1)) == "kept_champion"
+    assert champion.current(con, cfg) == base_id
