@@ -2,12 +2,12 @@
 
 It is the recipe's base policy until a candidate wins, and a candidate wins
 only when its paired held-out lift over the policy its round started from
-has a 95% interval above zero, measured over at least two held-out rooms. ``make distill`` is round 0 under the same
-rule (pipeline.round): it starts from the base, so when the base is still
-the champion the SFT policy that beats it becomes the champion, and the
-first nightly round samples the distilled policy. Every round is a row of
-``nightly_rounds``, written only here; its id starts with the round's kind
-(``distill-`` or ``nightly-``).
+has a 95% interval above zero, measured over at least two held-out rooms.
+``make distill`` is round 0 under the same rule (pipeline.round): it starts
+from the base, so when the base is still the champion the SFT policy that
+beats it becomes the champion, and the first nightly round samples the
+distilled policy. Every round is a row of ``nightly_rounds``, written only
+here; its id starts with the round's kind (``distill-`` or ``nightly-``).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ policy → champion decision), then report. Every step is idempotent, so
 rerunning after a crash finishes what is missing. The champion rule is the
 nightly one (pipeline.champion): the SFT policy becomes the champion when
 its lift's 95% interval over the base, over at least two held-out rooms,
-lies above zero, so the first `make nightly` samples the distilled policy. Ends by printing the held-out
-scores with their intervals, the lift, the champion, the wall time and
-where the report is.
+lies above zero, so the first `make nightly` samples the distilled policy.
+Ends by printing the held-out scores with their intervals, the lift, the
+champion, the wall time and where the report is.
 """
 
 from __future__ import annotations
