@@ -265,6 +265,12 @@ class RLConfig:
     evaluate: bool = _f(
         True, "evaluate the trained policy against its start on held-out rooms and apply the champion rule"
     )
+    skip_flat_groups: bool = _f(
+        True,
+        "leave out the forward/backward pass of rollouts in groups whose rewards are all equal: their gradient "
+        "is exactly zero with beta 0, so the update is unchanged (one process only; "
+        "pipeline.training.flat_groups)",
+    )
     coverage_weight: float = _f(
         0.0,
         "optional reward term: this weight x the rollout's probe coverage (share of the room that reached any "

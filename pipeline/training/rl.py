@@ -89,7 +89,8 @@ def config_hash(cfg: PipelineConfig) -> str:
     """What shapes the weights: the rl section (less the start policy and evaluation), the judge budget, the seed."""
     r = asdict(cfg.rl)
     # rl.steps is left out: running again with more steps continues the same run from its last checkpoint.
-    for key in ("policy", "evaluate", "steps"):
+    # rl.skip_flat_groups is left out too: it changes which passes run, not the weights they give.
+    for key in ("policy", "evaluate", "steps", "skip_flat_groups"):
         r.pop(key, None)
     if not r.get("overlap_weight"):
         r.pop("overlap_weight", None)  # off: the hash of a run started before the term existed is unchanged
@@ -182,6 +183,7 @@ class StepStats:
     grade_s: float
     tokens: int = 0
     trained_tokens: int = 0
+    n_skipped: int | None = None  # rollouts the update left out (flat groups); None: skipping was off
     rollout_ended: float = 0.0  # time.monotonic() when rollout_func returned
     sync_s: float = 0.0
     logs: dict[str, float] = field(default_factory=dict)
@@ -409,6 +411,7 @@ class _StepRecorder:
 
     def __init__(self, con, cfg: PipelineConfig, plan: RLPlan, runner: RoomRollouts) -> None:
         self.con, self.cfg, self.plan, self.runner = con, cfg, plan, runner
+        self.trainer: Any = None  # set once the trainer exists: how many rollouts its update left out
 
     def callback(self) -> Any:
         from transformers import TrainerCallback
@@ -429,6 +432,8 @@ class _StepRecorder:
         if stats is None:
             return
         stats.logs["update_s"] = time.monotonic() - stats.rollout_ended
+        if getattr(self.trainer, "skip_reason", "off") is None:
+            stats.n_skipped = self.trainer.skipped_in_step
         t0 = time.monotonic()
         step = state.global_step
         folder = Path(self.plan.adapter_dir) / "steps" / f"step-{step}"
@@ -475,6 +480,7 @@ class _StepRecorder:
             "grade_s": stats.grade_s,
             "sync_s": stats.sync_s,
             "update_s": stats.logs.get("update_s"),
+            "n_skipped": stats.n_skipped,
             "finished_at": db.now(),
         }
         with db.transaction(self.con):
@@ -484,10 +490,11 @@ class _StepRecorder:
             )
             db.write_rows(self.con, "rl_steps", [row])
         band = f" [95% CI {ci_low:.3f}, {ci_high:.3f}]" if r else ""
+        skipped = f" ({stats.n_skipped} flat-group rollouts left out)" if stats.n_skipped else ""
         print(
             f"rl step {stats.step}: reward {row['reward_mean']:.3f}{band} (sd {row['reward_std']:.3f}, "
             f"{len(r)} rollouts), rollout {stats.rollout_s:.1f}s grade {stats.grade_s:.1f}s "
-            f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s",
+            f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s{skipped}",
             flush=True,
         )
         self.runner.pending = None
@@ -575,12 +582,13 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
             plan.start,
             AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16 if args.bf16 else torch.float32),
         )
-        runner = callbacks = None
+        runner = callbacks = recorder = None
         received: list[int] = []  # rollouts this process trained on, per step
         if main:
             # The left-padded copy of the tokenizer is the one in-process generation uses.
             runner = RoomRollouts(con, cfg, plan, AutoTokenizer.from_pretrained(base))
-            callbacks = [_StepRecorder(con, cfg, plan, runner).callback()]
+            recorder = _StepRecorder(con, cfg, plan, runner)
+            callbacks = [recorder.callback()]
         shared = shared_rollouts(_counted(runner, tokenizer, cfg.rl.max_length) if main else None)
 
         def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -588,7 +596,10 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
             received.append(len(out["completion_ids"]))
             return out
 
-        trainer = GRPOTrainer(
+        trainer_cls = GRPOTrainer
+        if cfg.rl.skip_flat_groups:
+            from pipeline.training.flat_groups import FlatGroupSkipping as trainer_cls
+        trainer = trainer_cls(
             model=model,
             reward_funcs=[reward_from_rollout],
             args=args,
@@ -600,6 +611,10 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
             rollout_func=rollout_func,
             callbacks=callbacks,
         )
+        if recorder is not None:
+            recorder.trainer = trainer
+        if main and getattr(trainer, "skip_reason", None):
+            print(f"rl: every rollout goes through the update ({trainer.skip_reason})", flush=True)
         resume = get_last_checkpoint(str(ckpt_dir))
         t0 = time.monotonic()
         trainer.train(resume_from_checkpoint=resume)

@@ -30,6 +30,8 @@ final as (
             s.reward_ci_high, s.reward_mean + 1.96 * s.reward_std / sqrt(greatest(s.n_rollouts, 1))
         ) as reward_band_high,
         s.zero_advantage_share,
+        -- rollouts of flat groups the update did not run through the model (zero gradient); null: not skipping
+        s.n_skipped,
         s.loss,
         s.kl,
         s.grad_norm,
