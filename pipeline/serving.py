@@ -152,6 +152,37 @@ def cpu_has_bf16(info: str | None = None) -> bool | None:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+# vLLM's CPU backend keeps this many cores away from the model for its scheduler process unless told
+# otherwise; on a machine with at most SMALL_CPU usable cores the model then decodes on half of them.
+RESERVED_CPU_VAR = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+SMALL_CPU = 2
+
+
+def server_env(env: dict[str, str], n_cpus: int | None = None, gpu: bool | None = None) -> dict[str, str]:
+    """The vLLM process's environment: ``env`` (os.environ and ``serve.env``), with the CPU reservation settled.
+
+    On x86, vllm-cpu 0.32 reserves one core for its scheduler and binds the model's threads to the rest:
+    on 2 cores, one thread decodes. Measured on 2 AVX2 cores (`python tests/bench/bench_vllm.py
+    --no-local --reserved-cpus auto,0`, docs/benchmarks.md), the root sampled 1.5x the trajectories per
+    minute with no core reserved. So on a CPU-only machine of at most ``SMALL_CPU`` usable cores, and only
+    where neither the environment nor ``serve.env`` names ``VLLM_CPU_NUM_OF_RESERVED_CPU``, it is 0; on
+    larger machines and GPUs vLLM's own choice stands.
+    """
+    out = dict(env)
+    if RESERVED_CPU_VAR in out:
+        return out
+    if n_cpus is None:
+        try:
+            n_cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            n_cpus = os.cpu_count() or 1
+    if gpu is None:
+        gpu = _gpu_present()
+    if not gpu and n_cpus <= SMALL_CPU:
+        out[RESERVED_CPU_VAR] = "0"
+    return out
+
+
 def _gpu_present() -> bool:
     import shutil
 
@@ -168,7 +199,7 @@ class Server:
         python = Path(cfg.serve.python)
         if not python.exists():
             raise ServeError(f"serve.python: {python} not found (install vLLM with `make vllm-env`)")
-        env = {**os.environ, **cfg.serve.env}
+        env = server_env({**os.environ, **cfg.serve.env})
         if spec.lora:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         with open(self.log, "ab") as log:

@@ -10,15 +10,20 @@ wall time, trajectories per minute, root tokens/s (prompt + completion, and
 completion only), and for vLLM the prefix-cache hit rate from its /metrics;
 then the ratio vLLM / local. ``--dtypes bfloat16,float32`` runs one vLLM server per
 ``serve.dtype`` in turn and prints their ratio too (bf16 is emulated on a CPU without bf16
-instructions); ``--no-local`` leaves the local backend out.
+instructions); ``--no-local`` leaves the local backend out. ``--reserved-cpus 1,0`` runs one server per
+value of VLLM_CPU_NUM_OF_RESERVED_CPU (1 is vLLM's own choice on x86: one core kept away from
+the model for its scheduler, so on 2 cores the model decodes on one; auto: pipeline.serving's
+rule, which is 0 on a CPU-only machine of at most 2 cores).
 
-Run: python tests/bench/bench_vllm.py [--k 4] [--concurrency 8] [--dtypes auto] [--no-local]
+Run: python tests/bench/bench_vllm.py [--k 4] [--concurrency 8] [--dtypes auto] [--reserved-cpus auto]
+[--no-local]
 (needs `make vllm-env`)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import sys
@@ -86,6 +91,12 @@ def main() -> int:
     ap.add_argument(
         "--dtypes", default="auto", help="comma-separated serve.dtype values, one vLLM server each"
     )
+    ap.add_argument(
+        "--reserved-cpus",
+        default="auto",
+        help="comma-separated VLLM_CPU_NUM_OF_RESERVED_CPU values (auto: pipeline.serving's rule), one "
+        "vLLM server each",
+    )
     ap.add_argument("--no-local", action="store_true", help="leave the local transformers backend out")
     args = ap.parse_args()
     # The two recipes' root settings (local.yaml, default.yaml), on small rooms.
@@ -101,12 +112,12 @@ def main() -> int:
         if not args.no_local:
             local = load_config("local", [f"run.dir={tmp}/local", "models.root.max_batch=8", *common])
             results["local"] = sample(local, args.k)
-        for dtype in args.dtypes.split(","):
+        for dtype, reserved in itertools.product(args.dtypes.split(","), args.reserved_cpus.split(",")):
             port = free_port()
             vllm = load_config(
                 "default",
                 [
-                    f"run.dir={tmp}/vllm-{dtype}",
+                    f"run.dir={tmp}/vllm-{dtype}-{reserved}",
                     *common,
                     f"models.root.base_url=http://127.0.0.1:{port}/v1",
                     f"models.root.concurrency={args.concurrency}",
@@ -115,17 +126,21 @@ def main() -> int:
                 ],
             )
             assert vllm.models.root.kind == "openai" and vllm.serve.manage, "default.yaml: root on vLLM"
-            name = f"vllm {server_dtype(dtype)}"
+            env = {k: v for k, v in vllm.serve.env.items() if k != "VLLM_CPU_NUM_OF_RESERVED_CPU"}
+            if reserved != "auto":
+                env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+            vllm.serve.env = env
+            name = f"vllm {server_dtype(dtype)}" + ("" if reserved == "auto" else f" rsv={reserved}")
             with running_servers(vllm):
                 results[name] = sample(vllm, args.k)
                 results[name]["prefix_cache_hit_rate"] = prefix_cache_hit_rate(vllm.models.root.base_url)
     print(f"\nworked-example workload: k={args.k} per training room, concurrency {args.concurrency}")
-    print(f"{'backend':14s} {'traj':>5s} {'failed':>6s} {'wall s':>8s} {'traj/min':>9s} {'tok/s':>8s} "
+    print(f"{'backend':20s} {'traj':>5s} {'failed':>6s} {'wall s':>8s} {'traj/min':>9s} {'tok/s':>8s} "
           f"{'gen tok/s':>9s} {'prefix hits':>11s}")  # fmt: skip
     for name, r in results.items():
         hits = r.get("prefix_cache_hit_rate")
         print(
-            f"{name:14s} {r['trajectories']:5d} {r['failed']:6d} {r['wall_s']:8.1f} {r['traj_per_min']:9.2f} "
+            f"{name:20s} {r['trajectories']:5d} {r['failed']:6d} {r['wall_s']:8.1f} {r['traj_per_min']:9.2f} "
             f"{r['tokens_per_s']:8.1f} {r['completion_tokens_per_s']:9.1f} "
             f"{'-' if hits is None else f'{hits:.0%}':>11s}"
         )

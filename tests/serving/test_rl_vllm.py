@@ -68,6 +68,8 @@ def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_
     out = proc.stdout
     assert out.count("rl step 1: reward") == 1 and out.count("rl step 2: reward") == 1, out[-2000:]
     assert out.count("rl: starting from the champion") == 1, out[-2000:]
+    # DDP needs every process to run the same passes: flat groups are not skipped, and it says so.
+    assert "rl: every rollout goes through the update (several processes" in out, out[-2000:]
     # the other process took two steps over gloo, each on its 2 of the 4 rollouts the main one ran
     follower = next(o for o in _printed_objects(out) if o.get("process") == 1)
     assert (follower["backend"], follower["steps"], follower["rollouts_trained"]) == ("gloo", 2, 4)
@@ -78,7 +80,8 @@ def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_
             "select rl_id, status, generation, start_policy_id, policy_id from rl_runs"
         ).fetchall()
         steps = con.execute(
-            "select step, n_rollouts, sampling_policy_id, sync_s, loss is not null from rl_steps order by step"
+            "select step, n_rollouts, sampling_policy_id, sync_s, loss is not null and n_skipped is null "
+            "from rl_steps order by step"
         ).fetchall()
         slots = con.execute(
             "select r.step, r.slot, t.purpose, t.policy_id, t.trace, count(m.trajectory_id) from rl_rollouts r "

@@ -1,4 +1,4 @@
-"""The vLLM server command a recipe gives: its --dtype, settled for the machine when `auto`."""
+"""The vLLM server command a recipe gives: its --dtype, settled for the machine when `auto`; its CPU reservation."""
 
 from __future__ import annotations
 
@@ -51,3 +51,19 @@ def test_dtype_in_args_or_unknown_is_one_error():
     cfg = load_config("default", ["serve.dtype=fp8"])
     with pytest.raises(ServeError, match="serve.dtype: 'fp8'"):
         command(cfg, SPEC)
+
+
+@pytest.mark.parametrize(
+    ("given", "n_cpus", "gpu", "expected"),
+    [
+        ({}, 2, False, "0"),  # vLLM's one reserved core would leave the model one of two
+        ({}, 1, False, "0"),
+        ({}, 4, False, None),  # larger machines: vLLM's own choice
+        ({}, 2, True, None),  # the model runs on the GPU
+        ({"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}, 2, False, "1"),  # named in serve.env or the shell: kept
+    ],
+)
+def test_server_env_settles_the_reserved_cpus_on_small_machines(given, n_cpus, gpu, expected):
+    env = serving.server_env({"PATH": "/bin", **given}, n_cpus=n_cpus, gpu=gpu)
+    assert env.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == expected
+    assert env["PATH"] == "/bin"

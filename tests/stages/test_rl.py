@@ -52,6 +52,8 @@ def cli(run: Path, *args: str) -> str:
 
 
 def test_killed_rl_run_resumes_without_duplicating_rollouts(tmp_path, smollm2_path):
+    from pipeline.training.flat_groups import flat_rollouts  # imports TRL: not at collection
+
     run = tmp_path / "run"
     cli(run, "rooms", "generate")
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRL_EXPERIMENTAL_SILENCE="1")
@@ -92,6 +94,12 @@ def test_killed_rl_run_resumes_without_duplicating_rollouts(tmp_path, smollm2_pa
             ).fetchone()[0]
             == 4
         )
+        # The update left out exactly the rollouts of groups whose rewards were all equal (flat_groups).
+        skipped = con.execute("select n_skipped from rl_steps order by step").fetchall()
+        rewards = con.execute(
+            "select list(reward order by slot) from rl_rollouts group by step order by step"
+        ).fetchall()
+        assert [n for (n,) in skipped] == [sum(flat_rollouts(r, 2)) for (r,) in rewards]
         # Step 1 was sampled by the start policy, step 2 by the adapter after step 1.
         samplers = con.execute("select step, sampling_policy_id from rl_steps order by step").fetchall()
         assert samplers[0][1] == start and samplers[1][1] != start
