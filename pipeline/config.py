@@ -243,7 +243,9 @@ class RLConfig:
         8, "rollouts per optimiser step, over all processes (a multiple of num_generations)"
     )
     micro_batch: int = _f(
-        1, "sequences per forward/backward pass on one process (the rest is gradient accumulation)"
+        4,
+        "rollouts per forward/backward pass on one process (the rest is gradient accumulation); with "
+        "rl.pack_shared_prefix, rl.num_generations runs each group's shared prompt once",
     )
     learning_rate: float = _f(1e-4, "peak learning rate of the LoRA weights")
     beta: float = _f(0.0, "KL coefficient against the start policy (0: no reference model, TRL's default)")
@@ -270,6 +272,12 @@ class RLConfig:
         "leave out the forward/backward pass of rollouts in groups whose rewards are all equal: their gradient "
         "is exactly zero with beta 0, so the update is unchanged (one process only; "
         "pipeline.training.flat_groups)",
+    )
+    pack_shared_prefix: bool = _f(
+        True,
+        "run each micro-batch as one tree-shaped sequence: the prompt its rollouts share once, then each "
+        "rollout's own tokens, no padding; log-probs equal TRL's to float rounding (sdpa or eager attention; "
+        "pipeline.training.shared_prefix). Saves most with rl.micro_batch = rl.num_generations",
     )
     coverage_weight: float = _f(
         0.0,

@@ -89,8 +89,9 @@ def config_hash(cfg: PipelineConfig) -> str:
     """What shapes the weights: the rl section (less the start policy and evaluation), the judge budget, the seed."""
     r = asdict(cfg.rl)
     # rl.steps is left out: running again with more steps continues the same run from its last checkpoint.
-    # rl.skip_flat_groups is left out too: it changes which passes run, not the weights they give.
-    for key in ("policy", "evaluate", "steps", "skip_flat_groups"):
+    # rl.skip_flat_groups and rl.pack_shared_prefix are left out too: they change which passes run
+    # and how a pass lays out its tokens, not the update they give (up to float rounding).
+    for key in ("policy", "evaluate", "steps", "skip_flat_groups", "pack_shared_prefix"):
         r.pop(key, None)
     if not r.get("overlap_weight"):
         r.pop("overlap_weight", None)  # off: the hash of a run started before the term existed is unchanged
@@ -184,6 +185,7 @@ class StepStats:
     tokens: int = 0
     trained_tokens: int = 0
     n_skipped: int | None = None  # rollouts the update left out (flat groups); None: skipping was off
+    update_tokens: int | None = None  # tokens the update ran through the model; None: not packing
     rollout_ended: float = 0.0  # time.monotonic() when rollout_func returned
     sync_s: float = 0.0
     logs: dict[str, float] = field(default_factory=dict)
@@ -434,6 +436,8 @@ class _StepRecorder:
         stats.logs["update_s"] = time.monotonic() - stats.rollout_ended
         if getattr(self.trainer, "skip_reason", "off") is None:
             stats.n_skipped = self.trainer.skipped_in_step
+        if getattr(self.trainer, "pack_reason", "off") is None:
+            stats.update_tokens = self.trainer.packed_tokens
         t0 = time.monotonic()
         step = state.global_step
         folder = Path(self.plan.adapter_dir) / "steps" / f"step-{step}"
@@ -481,6 +485,7 @@ class _StepRecorder:
             "sync_s": stats.sync_s,
             "update_s": stats.logs.get("update_s"),
             "n_skipped": stats.n_skipped,
+            "update_tokens": stats.update_tokens,
             "finished_at": db.now(),
         }
         with db.transaction(self.con):
@@ -491,10 +496,11 @@ class _StepRecorder:
             db.write_rows(self.con, "rl_steps", [row])
         band = f" [95% CI {ci_low:.3f}, {ci_high:.3f}]" if r else ""
         skipped = f" ({stats.n_skipped} flat-group rollouts left out)" if stats.n_skipped else ""
+        ran = f" over {stats.update_tokens} tokens" if stats.update_tokens is not None else ""
         print(
             f"rl step {stats.step}: reward {row['reward_mean']:.3f}{band} (sd {row['reward_std']:.3f}, "
             f"{len(r)} rollouts), rollout {stats.rollout_s:.1f}s grade {stats.grade_s:.1f}s "
-            f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s{skipped}",
+            f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s{ran}{skipped}",
             flush=True,
         )
         self.runner.pending = None
@@ -551,7 +557,8 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_utils import get_last_checkpoint
-    from trl import GRPOTrainer
+
+    from pipeline.training.shared_prefix import trainer_class
 
     state = PartialState()
     # Under accelerate launch the main process holds the warehouse (``con``) and runs every process's
@@ -596,9 +603,7 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
             received.append(len(out["completion_ids"]))
             return out
 
-        trainer_cls = GRPOTrainer
-        if cfg.rl.skip_flat_groups:
-            from pipeline.training.flat_groups import FlatGroupSkipping as trainer_cls
+        trainer_cls = trainer_class(cfg.rl.pack_shared_prefix, cfg.rl.skip_flat_groups)
         trainer = trainer_cls(
             model=model,
             reward_funcs=[reward_from_rollout],
@@ -615,6 +620,8 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
             recorder.trainer = trainer
         if main and getattr(trainer, "skip_reason", None):
             print(f"rl: every rollout goes through the update ({trainer.skip_reason})", flush=True)
+        if main and getattr(trainer, "pack_reason", None):
+            print(f"rl: micro-batches run padded, as TRL runs them ({trainer.pack_reason})", flush=True)
         resume = get_last_checkpoint(str(ckpt_dir))
         t0 = time.monotonic()
         trainer.train(resume_from_checkpoint=resume)

@@ -37,6 +37,8 @@ final as (
         s.grad_norm,
         s.tokens,
         s.trained_tokens,
+        -- tokens the update's passes ran through the model (shared prompts once, no padding); null: not packing
+        s.update_tokens,
         s.n_copied,
         s.n_over_budget,
         s.rollout_s,

@@ -1,17 +1,22 @@
-"""Benchmark: one GRPO update with and without leaving flat groups out, side by side.
+"""Benchmark: one GRPO update, plain TRL against the update savings, side by side.
 
-    python tests/bench/bench_rl_update.py [--rollouts 8 --group 4 --flat-groups 1 --tokens 1400]
+    python tests/bench/bench_rl_update.py [--trainers plain,flat,packed --flat-groups 0]
 
 One optimiser step of TRL GRPOTrainer on the embedded SmolLM2-135M with the
-default recipe's LoRA settings and RL micro-batch (pipeline/recipes/default.yaml),
-over ``--rollouts`` fixed rollouts of about ``--tokens`` tokens each (a
-prompt of two thirds, a completion of one third, as the default recipe's
-rollouts: ~1,440 tokens, ~200 of them the root's), ``--flat-groups`` of whose
-groups got one reward for every member. Run twice from the same start: plain
-GRPOTrainer, and pipeline.training.flat_groups.FlatGroupSkipping. Prints the
-update seconds of each, their ratio, how many rollouts went through the model,
-and the largest difference between the two runs' LoRA weights after the step
-(0 up to float noise: the same update).
+default recipe's LoRA, gradient checkpointing and RL micro-batch
+(pipeline/recipes/default.yaml), over fixed rollouts shaped as a ``make rl``
+step: 2 groups of 4, every rollout of a group with the same prompt of
+``--prompt`` tokens, whose first ``--shared`` tokens every room shares (system
+prompt and worked example), and completions of the lengths of step 1 of a
+measured run. ``--flat-groups`` groups get one reward for every member.
+Trainers, each from the same start:
+- plain: GRPOTrainer, one rollout per pass (micro-batch 1, as before packing);
+- flat: pipeline.training.flat_groups.FlatGroupSkipping, micro-batch 1;
+- packed: SharedPrefixPacking + FlatGroupSkipping at the recipe's micro-batch
+  (pipeline.training.shared_prefix: a group's prompt once, no padding).
+Prints each one's update seconds, passes, tokens run through the model, ratio
+to plain, and the largest LoRA weight difference from plain after the step
+(the step is plain SGD, so that compares the gradients: float rounding only).
 """
 
 from __future__ import annotations
@@ -33,29 +38,36 @@ from pipeline.training.rollouts import reward_from_rollout  # noqa: E402
 from pipeline.training.sft import lora_config  # noqa: E402
 
 
-def rollout_func_for(n: int, group: int, flat_groups: int, tokens: int, vocab: int):
-    """Fixed token sequences; the first ``flat_groups`` groups get one reward each, the rest a spread."""
+def rollout_func_for(args, vocab: int):
+    """Fixed token sequences shaped as a `make rl` step: groups share their prompt, rooms share most of it.
+
+    The first ``--flat-groups`` groups get one reward for every member, the rest a spread.
+    """
     import random
 
     rng = random.Random(0)
-    prompt_len, completion_len = 2 * tokens // 3, tokens - 2 * tokens // 3
-    rewards = []
-    for g in range(n // group):
-        rewards += [0.5] * group if g < flat_groups else [float(i % 2) for i in range(group)]
+    lengths = [int(x) for x in args.completions.split(",")]
+    shared = [rng.randrange(100, vocab) for _ in range(args.shared)]  # system prompt and worked example
+    prompts, completions, rewards = [], [], []
+    for g in range(args.rollouts // args.group):
+        prompt = shared + [rng.randrange(100, vocab) for _ in range(args.prompt - args.shared)]  # the room
+        for i in range(args.group):
+            prompts.append(prompt)
+            completions.append(
+                [rng.randrange(100, vocab) for _ in range(lengths[len(completions) % len(lengths)])]
+            )
+            rewards.append(0.5 if g < args.flat_groups else float(i % 2))
 
-    def rollout_func(prompts, trainer):
-        assert len(prompts) == n, (len(prompts), n)
-        return {
-            "prompt_ids": [[rng.randrange(100, vocab) for _ in range(prompt_len)] for _ in prompts],
-            "completion_ids": [[rng.randrange(100, vocab) for _ in range(completion_len)] for _ in prompts],
-            "logprobs": None,
-            "rl_reward": rewards,
-        }
+    def rollout_func(batch_prompts, trainer):
+        assert len(batch_prompts) == len(prompts), (len(batch_prompts), len(prompts))
+        return {"prompt_ids": prompts, "completion_ids": completions, "logprobs": None, "rl_reward": rewards}
 
     return rollout_func
 
 
-def one_step(trainer_cls, model_dir: Path, cfg, args, out_dir: str) -> tuple[float, int, dict]:
+def one_step(
+    trainer_cls, micro_batch: int, model_dir: Path, cfg, args, out_dir: str
+) -> tuple[float, int, dict]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -69,17 +81,18 @@ def one_step(trainer_cls, model_dir: Path, cfg, args, out_dir: str) -> tuple[flo
         output_dir=out_dir,
         max_steps=1,
         learning_rate=cfg.rl.learning_rate,
-        per_device_train_batch_size=cfg.rl.micro_batch,
-        gradient_accumulation_steps=args.rollouts // cfg.rl.micro_batch,
+        optim="sgd",  # the update is the gradient: the weight difference compares the gradients
+        per_device_train_batch_size=micro_batch,
+        gradient_accumulation_steps=args.rollouts // micro_batch,
         num_generations=args.group,
-        max_completion_length=args.tokens,
+        max_completion_length=cfg.rl.max_length,
         beta=0.0,
         logging_steps=1,
         save_strategy="no",
         report_to="none",
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
+        gradient_checkpointing=cfg.rl.gradient_checkpointing,
         seed=0,
         data_seed=0,
         disable_tqdm=True,
@@ -92,9 +105,7 @@ def one_step(trainer_cls, model_dir: Path, cfg, args, out_dir: str) -> tuple[flo
         train_dataset=Dataset.from_list(rooms),
         processing_class=tokenizer,
         peft_config=lora,
-        rollout_func=rollout_func_for(
-            args.rollouts, args.group, args.flat_groups, args.tokens, len(tokenizer)
-        ),
+        rollout_func=rollout_func_for(args, len(tokenizer)),
     )
     passes = []
     hook = trainer.model.register_forward_hook(lambda module, a, output: passes.append(1))
@@ -103,38 +114,63 @@ def one_step(trainer_cls, model_dir: Path, cfg, args, out_dir: str) -> tuple[flo
     seconds = time.perf_counter() - t0
     hook.remove()
     weights = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-    return seconds, len(passes), weights
+    tokens = getattr(trainer, "packed_tokens", 0) or args.rollouts * (args.prompt + max(args.lengths))
+    return seconds, len(passes), tokens, weights
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rollouts", type=int, default=8)
     ap.add_argument("--group", type=int, default=4)
-    ap.add_argument("--flat-groups", type=int, default=1)
-    ap.add_argument("--tokens", type=int, default=1400)
+    ap.add_argument("--flat-groups", type=int, default=0)
+    ap.add_argument("--prompt", type=int, default=1260, help="prompt tokens of a rollout")
+    ap.add_argument("--shared", type=int, default=1000, help="prompt tokens every room shares")
+    ap.add_argument(
+        "--completions",
+        default="526,160,141,149,766,160,141,600",
+        help="completion lengths, cycled over the rollouts (default: step 1 of a make rl run)",
+    )
+    ap.add_argument("--trainers", default="plain,flat,packed", help="which of plain, flat, packed to run")
     args = ap.parse_args()
+    args.lengths = [int(x) for x in args.completions.split(",")]
     if args.rollouts % args.group or args.flat_groups > args.rollouts // args.group:
         ap.error("--rollouts must be a multiple of --group, with at most rollouts/group --flat-groups")
     from trl import GRPOTrainer
 
     from pipeline.training.flat_groups import FlatGroupSkipping
+    from pipeline.training.shared_prefix import trainer_class
 
     cfg = load_config("default", [])
+    trainers = {
+        "plain": ("GRPOTrainer", GRPOTrainer, 1),
+        "flat": ("flat groups left out", FlatGroupSkipping, 1),
+        "packed": (f"packed + flat, mb {cfg.rl.micro_batch}", trainer_class(True, True), cfg.rl.micro_batch),
+    }
+    chosen = args.trainers.split(",")
+    if chosen[0] != "plain" or any(t not in trainers for t in chosen):
+        ap.error("--trainers: plain first, then any of flat, packed")
     model_dir = ensure_model()
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        plain_s, plain_passes, plain_w = one_step(GRPOTrainer, model_dir, cfg, args, f"{tmp}/plain")
-        skip_s, skip_passes, skip_w = one_step(FlatGroupSkipping, model_dir, cfg, args, f"{tmp}/skip")
-    diff = max((plain_w[n] - skip_w[n]).abs().max().item() for n in plain_w)
-    groups = args.rollouts // args.group
+        for key in chosen:
+            name, cls, micro_batch = trainers[key]
+            results[key] = (name, *one_step(cls, micro_batch, model_dir, cfg, args, f"{tmp}/{key}"))
+    real = sum(args.prompt + args.lengths[i % len(args.lengths)] for i in range(args.rollouts))
     print(
-        f"\none GRPO update: {args.rollouts} rollouts of ~{args.tokens} tokens, {groups} groups of "
-        f"{args.group}, {args.flat_groups} flat; LoRA r={cfg.train.lora_r}, micro-batch {cfg.rl.micro_batch}"
+        f"\none GRPO update: {args.rollouts} rollouts in groups of {args.group} ({args.flat_groups} flat), "
+        f"prompts of {args.prompt} tokens ({args.shared} shared by every room), completions {args.completions}; "
+        f"{real} real tokens; LoRA r={cfg.train.lora_r}, gradient checkpointing {cfg.rl.gradient_checkpointing}"
     )
-    print(f"{'trainer':20s} {'update s':>9s} {'passes':>7s}")
-    print(f"{'GRPOTrainer':20s} {plain_s:9.1f} {plain_passes:7d}")
-    print(f"{'FlatGroupSkipping':20s} {skip_s:9.1f} {skip_passes:7d}")
-    print(f"FlatGroupSkipping / GRPOTrainer update seconds: {skip_s / plain_s:.2f}x")
-    print(f"largest LoRA weight difference after the step: {diff:.2e}")
+    _, plain_s, _, _, plain_w = results["plain"]
+    print(
+        f"{'trainer':28s} {'update s':>9s} {'passes':>7s} {'tokens run':>11s} {'vs plain':>9s} {'max |dw|':>9s}"
+    )
+    for name, seconds, passes, tokens, weights in results.values():
+        diff = max((plain_w[n] - weights[n]).abs().max().item() for n in plain_w)
+        print(f"{name:28s} {seconds:9.1f} {passes:7d} {tokens:11d} {seconds / plain_s:8.2f}x {diff:9.1e}")
+    # LoRA's B starts at 0 (and A gets no gradient while B is 0), so B after the step is the step.
+    moved = max(w.abs().max().item() for n, w in plain_w.items() if "lora_B" in n)
+    print(f"(one SGD step: the plain step's largest weight change is {moved:.1e})")
     return 0
 
 

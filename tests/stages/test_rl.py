@@ -100,6 +100,13 @@ def test_killed_rl_run_resumes_without_duplicating_rollouts(tmp_path, smollm2_pa
             "select list(reward order by slot) from rl_rollouts group by step order by step"
         ).fetchall()
         assert [n for (n,) in skipped] == [sum(flat_rollouts(r, 2)) for (r,) in rewards]
+        # Each group ran as one packed pass, its prompt once: fewer tokens than its rollouts hold, and
+        # none for a step whose groups were all flat.
+        ran = con.execute(
+            "select tokens, update_tokens, n_skipped, n_rollouts from rl_steps order by step"
+        ).fetchall()
+        for tokens, update_tokens, n_skipped, n_rollouts in ran:
+            assert (update_tokens == 0) == (n_skipped == n_rollouts) and update_tokens < tokens, ran
         # Step 1 was sampled by the start policy, step 2 by the adapter after step 1.
         samplers = con.execute("select step, sampling_policy_id from rl_steps order by step").fetchall()
         assert samplers[0][1] == start and samplers[1][1] != start

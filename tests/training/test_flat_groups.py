@@ -13,7 +13,8 @@ import math
 
 import pytest
 
-from pipeline.training.rollouts import Episode, make_rollout_func, reward_from_rollout
+from pipeline.training.rollouts import Episode
+from tests.training.grpo_step import one_step
 
 # Exact binary fractions, so TRL's group mean of a flat group is exact and its advantage is exactly 0
 # without this module's help: the two trainers are then comparable bit for bit.
@@ -44,54 +45,6 @@ def _fixed_runner(prompts, trainer):
     return episodes
 
 
-def _one_step(trainer_cls, smollm2_path, out_dir):
-    import torch
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig
-
-    torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
-    model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32)
-    args = GRPOConfig(
-        output_dir=str(out_dir),
-        max_steps=1,
-        learning_rate=1e-2,
-        per_device_train_batch_size=1,
-        gradient_accumulation_steps=4,  # one generation batch of 2 rooms x 2 rollouts per step
-        num_generations=2,
-        max_completion_length=64,
-        beta=0.0,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        seed=0,
-        data_seed=0,
-        disable_tqdm=True,
-    )
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
-    trainer = trainer_cls(
-        model=model,
-        reward_funcs=[reward_from_rollout],
-        args=args,
-        train_dataset=Dataset.from_list([{"prompt": "a"}, {"prompt": "b"}]),
-        processing_class=tokenizer,
-        peft_config=lora,
-        rollout_func=make_rollout_func(_fixed_runner, tokenizer, max_length=512),
-    )
-    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-    passes = []
-    hook = trainer.model.register_forward_hook(lambda module, args, output: passes.append(1))
-    trainer.train()
-    hook.remove()
-    after = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
-    return trainer, before, after, len(passes)
-
-
 @pytest.mark.slow
 def test_skipping_flat_groups_gives_the_same_update_with_fewer_passes(smollm2_path, tmp_path):
     import torch
@@ -99,8 +52,11 @@ def test_skipping_flat_groups_gives_the_same_update_with_fewer_passes(smollm2_pa
 
     from pipeline.training.flat_groups import FlatGroupSkipping
 
-    plain, plain_before, plain_after, plain_passes = _one_step(GRPOTrainer, smollm2_path, tmp_path / "plain")
-    skip, skip_before, skip_after, skip_passes = _one_step(FlatGroupSkipping, smollm2_path, tmp_path / "skip")
+    def step(cls, name):
+        return one_step(cls, smollm2_path, tmp_path / name, _fixed_runner, ["a", "b"], group=2)
+
+    plain, plain_before, plain_after, plain_passes = step(GRPOTrainer, "plain")
+    skip, skip_before, skip_after, skip_passes = step(FlatGroupSkipping, "skip")
 
     assert skip.skip_reason is None
     assert plain_before.keys() == skip_before.keys() and plain_before

@@ -34,6 +34,9 @@ def test_generation_mode_and_resumable_hash():
     # More steps continue the same run; a different learning rate is another run.
     assert config_hash(load_config("tiny", ["rl.steps=9"])) == config_hash(tiny)
     assert config_hash(load_config("tiny", ["rl.learning_rate=0.5"])) != config_hash(tiny)
+    # The update savings change which passes run and how they are laid out, not the update.
+    same = ["rl.pack_shared_prefix=false", "rl.skip_flat_groups=false"]
+    assert config_hash(load_config("tiny", same)) == config_hash(tiny)
 
 
 def test_nightly_method_is_sft_or_rl(tmp_path):
