@@ -276,8 +276,9 @@ class RLConfig:
     pack_shared_prefix: bool = _f(
         True,
         "run each micro-batch as one tree-shaped sequence: the prompt its rollouts share once, then each "
-        "rollout's own tokens, no padding; log-probs equal TRL's to float rounding (sdpa or eager attention; "
-        "pipeline.training.shared_prefix). Saves most with rl.micro_batch = rl.num_generations",
+        "rollout's own tokens, no padding, at most rl.max_length tokens a pass; log-probs equal TRL's to float "
+        "rounding (sdpa attention; pipeline.training.shared_prefix). Saves most with rl.micro_batch = "
+        "rl.num_generations",
     )
     coverage_weight: float = _f(
         0.0,

@@ -1,6 +1,6 @@
 """Benchmark: one GRPO update, plain TRL against the update savings, side by side.
 
-    python tests/bench/bench_rl_update.py [--trainers plain,flat,packed --flat-groups 0]
+    python tests/bench/bench_rl_update.py [--trainers plain,packed] [--trainers plain,flat --flat-groups 1]
 
 One optimiser step of TRL GRPOTrainer on the embedded SmolLM2-135M with the
 default recipe's LoRA, gradient checkpointing and RL micro-batch
@@ -130,7 +130,7 @@ def main() -> int:
         default="526,160,141,149,766,160,141,600",
         help="completion lengths, cycled over the rollouts (default: step 1 of a make rl run)",
     )
-    ap.add_argument("--trainers", default="plain,flat,packed", help="which of plain, flat, packed to run")
+    ap.add_argument("--trainers", default="plain,packed", help="plain, then any of flat, packed")
     args = ap.parse_args()
     args.lengths = [int(x) for x in args.completions.split(",")]
     if args.rollouts % args.group or args.flat_groups > args.rollouts // args.group:
