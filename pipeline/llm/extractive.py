@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from pipeline.config import BackendConfig
 from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
 from pipeline.llm.extractive_parties import PERMIT_ID, TARGET_LINE, parties, target_names
+from pipeline.llm.literal_stems import Prefiltered
 from pipeline.llm.reader_vocabulary import CLAUSE, CLAUSES, RISK, RISKS, Risk
 from pipeline.rooms.model import count_tokens
 
@@ -95,9 +96,10 @@ _HEADER_RES = [
 ]
 _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,5})\b")
 
-# Each pattern that matches adds its weight to a sentence's score.
-RISK_PATTERNS: list[tuple[re.Pattern[str], float]] = [
-    (re.compile(p, re.IGNORECASE), w)
+# Each pattern that matches adds its weight to a sentence's score. Searched through their literal
+# stems (pipeline.llm.literal_stems): a pattern that cannot match costs a substring check.
+RISK_PATTERNS: list[tuple[Prefiltered, float]] = [
+    (Prefiltered(p), w)
     for p, w in [
         (r"change[\s-]+(?:of|in)[\s-]+control", 3),
         (r"\bassign(?:s|ed|ment|able)?\b", 1.5),
@@ -107,7 +109,7 @@ RISK_PATTERNS: list[tuple[re.Pattern[str], float]] = [
         (r"non[\s-]?compet\w*|non[\s-]?solicit\w*", 2),
         (r"most[\s-]+favou?red|no less favou?rable|\bmfn\b|\bbest price", 2.5),
         (r"\bindemnif\w*|\bindemnit\w*", 2),
-        (r"\b(?:uncapped|unlimited)\b|without (?:any )?(?:cap|limit)", 2.5),
+        (r"\buncapped\b|\bunlimited\b|without (?:any )?(?:cap|limit)", 2.5),
         (r"\bliabilit\w*", 1),
         (r"\bdefault\w*|\bacceleration\b|\bfinancial covenant\w*|\bcovenant breach\w*", 1.5),
         (r"\bprepay\w*|\bmake[\s-]?whole\b", 1.5),
@@ -352,7 +354,8 @@ def score_sentence(sentence: str, terms: set[str] = frozenset()) -> float:
         return 0.0
     if len(_SECTION_REF.findall(sentence)) >= 3 or DEFINITION_RE.match(sentence):
         return 0.0  # a table of contents or index line; a definition
-    score = sum(w for rx, w in RISK_PATTERNS if rx.search(sentence))
+    lowered = sentence.lower() if sentence.isascii() else None
+    score = sum(w for rx, w in RISK_PATTERNS if rx.search(sentence, lowered))
     if AMOUNT_RE.search(sentence):
         score += _AMOUNT_WEIGHT
     if terms:
