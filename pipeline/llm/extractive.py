@@ -354,12 +354,12 @@ def score_sentence(sentence: str, terms: set[str] = frozenset()) -> float:
         return 0.0
     if len(_SECTION_REF.findall(sentence)) >= 3 or DEFINITION_RE.match(sentence):
         return 0.0  # a table of contents or index line; a definition
-    lowered = sentence.lower() if sentence.isascii() else None
-    score = sum(w for rx, w in RISK_PATTERNS if rx.search(sentence, lowered))
+    lowered = sentence.lower()
+    ascii_lowered = lowered if sentence.isascii() else None  # the stems' prefilter is exact for ASCII only
+    score = sum(w for rx, w in RISK_PATTERNS if rx.search(sentence, ascii_lowered))
     if AMOUNT_RE.search(sentence):
         score += _AMOUNT_WEIGHT
     if terms:
-        lowered = sentence.lower()
         score += sum(1.0 for t in terms if t in lowered)
     return score
 
