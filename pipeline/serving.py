@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -116,7 +117,13 @@ def command(cfg: PipelineConfig, spec: ServerSpec) -> list[str]:
         argv += ["--enable-lora", "--max-lora-rank", str(cfg.serve.max_lora_rank)]
     if "--dtype" in cfg.serve.args:
         raise ServeError("serve.args: give the servers' dtype as serve.dtype, not --dtype")
-    return [*argv, "--dtype", server_dtype(cfg.serve.dtype), *cfg.serve.args]
+    argv += ["--dtype", server_dtype(cfg.serve.dtype)]
+    if not any(a == "--seed" or a.startswith("--seed=") for a in cfg.serve.args):
+        # Each start its own sampling stream. A request without a seed (send_seed: false) samples from
+        # the generator vLLM seeds with --seed, 0 unless given, so every fresh server replayed the same
+        # samples for the same requests (measured; docs/production.md). The server's log records it.
+        argv += ["--seed", str(secrets.randbelow(2**31))]
+    return [*argv, *cfg.serve.args]
 
 
 def server_dtype(dtype: str) -> str:

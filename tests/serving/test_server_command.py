@@ -44,6 +44,25 @@ def test_server_dtype(monkeypatch, dtype, cpuinfo, gpu, expected):
     assert argv[argv.index("--max-model-len") + 1] == "8192"  # the recipe's own arguments follow
 
 
+def test_each_start_gets_its_own_sampling_seed_unless_the_recipe_names_one():
+    # Requests without a seed sample from the stream vLLM seeds with --seed: one fixed value would make
+    # every fresh server replay the same samples.
+    cfg = load_config("default")
+    seeds = set()
+    for _ in range(3):
+        argv = command(cfg, SPEC)
+        assert argv.count("--seed") == 1, argv
+        seeds.add(int(argv[argv.index("--seed") + 1]))
+    assert len(seeds) == 3
+    for override, given in (
+        ('serve.args=[--seed, "7"]', ["--seed", "7"]),
+        ("serve.args=[--seed=7]", ["--seed=7"]),
+    ):
+        argv = command(load_config("default", [override]), SPEC)
+        assert [a for a in argv if a.startswith("--seed")] == given[:1], argv
+        assert argv[-len(given) :] == given
+
+
 def test_dtype_in_args_or_unknown_is_one_error():
     cfg = load_config("default", ["serve.args=[--dtype, bfloat16]"])
     with pytest.raises(ServeError, match="serve.dtype"):
