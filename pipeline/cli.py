@@ -124,6 +124,20 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="seed the adversarial memos are drawn from (0: the reproducible gate)",
     )
+    pc = sub.add_parser(
+        "program-check",
+        help="run the ladder of reference root programs through the harness and judge; exit 1 if a rung's "
+        "margin over the one below fails (pipeline/grading/program_check.py)",
+    )
+    pc.add_argument("--rooms", type=int, default=10, help="generated rooms (default 10, 20 to 300 documents)")
+    pc.add_argument(
+        "--seed",
+        type=int,
+        default=7_919_000,
+        help="first generated room's seed (default: one no recipe uses)",
+    )
+    pc.add_argument("--corpus", default=None, help="folder holding cuad/: adds CUAD rooms")
+    pc.add_argument("--cuad-rooms", type=int, default=2, help="CUAD rooms when --corpus is given (default 2)")
     jc = sub.add_parser(
         "judge-check",
         help="grade the known-answer and sampled memos with the LLM judge (models.judge); print its agreement "
@@ -231,6 +245,12 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         from pipeline.grading.known_answers import print_warehouse_check
 
         return print_warehouse_check(cfg.run.db_path, args.corpus, args.room, args.seed)
+    if args.command == "program-check":
+        from pipeline.grading.program_check import print_check
+
+        return print_check(
+            args.rooms, args.seed, args.corpus, args.cuad_rooms, cfg.models.subagent, cfg.harness
+        )
     if args.command == "judge-check":
         from pipeline.grading.judge_check import print_judge_check
 

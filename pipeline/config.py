@@ -152,6 +152,12 @@ class HarnessConfig:
     max_subcall_tokens: int = _f(
         0, "subagent prompt+completion tokens per trajectory; 0 = from the room's size (3x its tokens)"
     )
+    budget_share: float = _f(
+        0.0,
+        "subagent token budget as a share of the room's tokens (e.g. 0.6: the root cannot read everything "
+        "and chooses what to read first); 0 = harness.max_subcall_tokens. Past it, llm_batch items are ERRORs "
+        "that name the budget",
+    )
     batch_concurrency: int = _f(16, "llm_batch prompts in flight at once")
     max_depth: int = _f(1, "1 = flat RLM; 2 enables rlm_query children")
     subagent_max_new_tokens: int = _f(512, "completion tokens of one llm_query / llm_batch item")

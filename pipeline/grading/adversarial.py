@@ -350,7 +350,9 @@ def wrong_citation_memo(room: Room, rng: random.Random) -> str:
 
 def repetition_memo(room: Room, rng: random.Random) -> str:
     """One true finding of the oracle, lightly edited each time, repeated to the end of the budget."""
-    paras = evidence_memo(room).strip().split("\n\n")[1:]
+    totals = tuple(f"{c.issue_id} " for c in room.criteria if c.kind == "total")
+    # a finding, not a total: a total's line claims no finding, and repeating one pads without a claim
+    paras = [p for p in evidence_memo(room).strip().split("\n\n")[1:] if not p.startswith(totals or ("\0",))]
     if not paras:
         return ""
     one = rng.choice(paras)

@@ -31,6 +31,7 @@ harnesses strip it before a request.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,6 +249,7 @@ def room_info(
     depth: int = 1,
     max_depth: int = 1,
     variant: PromptVariant | None = None,
+    subagent_budget_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Placeholder values describing the room and the harness limits.
 
@@ -259,17 +261,20 @@ def room_info(
     top: dict[str, list[Any]] = {}
     for d in room.documents:
         head = d.folder.split("/", 1)[0] if d.folder else "."
-        c = top.setdefault(head, [0, 0, set()])
+        c = top.setdefault(head, [0, 0, set(), Counter()])
         c[0] += 1
         c[1] += d.n_tokens
         if d.folder != head and d.folder:
             c[2].add(d.folder)
+        c[3][d.category] += 1
     names = sorted(top)
     lines = []
     for f in names[:MAX_LISTED_FOLDERS]:
-        n, t, subs = top[f]
+        n, t, subs, cats = top[f]
         sub = f" in {_plural(len(subs), 'subfolder')}" if subs else ""
-        lines.append(f"- {f}/: {_plural(n, 'document')}{sub}, {t:,} tokens")
+        # the folder's category, so room.docs(category=...) can be written from this table
+        cat = f" (category {cats.most_common(1)[0][0]})" if cats and cats.most_common(1)[0][0] else ""
+        lines.append(f"- {f}/{cat}: {_plural(n, 'document')}{sub}, {t:,} tokens")
     if len(names) > MAX_LISTED_FOLDERS:
         lines.append(f"- ... and {len(names) - MAX_LISTED_FOLDERS} more folders (see room.folders)")
     folders = room.folders
@@ -293,6 +298,7 @@ def room_info(
         "max_turns": str(max_turns),
         "depth": str(depth),
         "depth2": depth2,
+        "subagent_budget": f"{subagent_budget_tokens:,}" if subagent_budget_tokens else "no",
     }
 
 

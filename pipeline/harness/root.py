@@ -118,7 +118,11 @@ class _RlmEpisode:
         )
         self.rec = EpisodeRecorder(self.trace, root, params, t0)
         max_calls, max_tokens = room_budgets(
-            room.n_tokens, len(room.documents), harness.max_subcalls, harness.max_subcall_tokens
+            room.n_tokens,
+            len(room.documents),
+            harness.max_subcalls,
+            harness.max_subcall_tokens,
+            harness.budget_share,
         )
         self.runner = SubagentRunner(
             subagent,
@@ -170,6 +174,7 @@ class _RlmEpisode:
             depth=self.depth,
             max_depth=self.harness.max_depth,
             variant=variant,
+            subagent_budget_tokens=self.runner.max_tokens,
         )
         task = None
         if self.task is not None:

@@ -43,17 +43,27 @@ def calls_exhausted(max_calls: int) -> str:
     )
 
 
-def room_budgets(n_tokens: int, n_documents: int, max_calls: int, max_tokens: int) -> tuple[int, int]:
+def room_budgets(
+    n_tokens: int, n_documents: int, max_calls: int, max_tokens: int, share: float = 0.0
+) -> tuple[int, int]:
     """(calls, tokens) for one trajectory over a room: explicit values as given, 0 = from the room's size.
 
     Derived budgets cover reading the room about twice in 2,000-token
     chunks (the worked example's size), and never fall below the old fixed
     defaults (2,000 calls, 4M tokens): a 5,000-document, 80M-token room gets
-    about 90,000 calls and 240M tokens.
+    about 90,000 calls and 240M tokens. ``share`` > 0 (harness.budget_share)
+    sets the token budget to that share of the room's tokens instead: below
+    1, reading everything is impossible and what to read first is the root's
+    decision.
     """
     chunks = -(-n_tokens // 2000) + n_documents
     calls = max_calls if max_calls > 0 else max(2000, 2 * chunks)
-    tokens = max_tokens if max_tokens > 0 else max(4_000_000, 3 * n_tokens)
+    if max_tokens > 0:
+        tokens = max_tokens
+    elif share > 0:
+        tokens = max(1, round(share * n_tokens))
+    else:
+        tokens = max(4_000_000, 3 * n_tokens)
     return calls, tokens
 
 

@@ -2,10 +2,13 @@
 
 It stands in for a subagent model so the whole pipeline runs on a CPU in
 minutes: given a prompt holding one or more documents, it finds the sentences
-that state a diligence risk and reports each as a structured finding, written
-the way a reviewer would note it (its own summary and next step, the parties
-and amounts, a short quotation), never as a pasted paragraph. Same prompt,
-same answer.
+that state a diligence risk and reports the facts of each as a structured
+finding (the kind of clause, the parties, amounts and dates, the documents it
+refers to, a short quotation). It writes no memo prose: no verdict, no
+recommendation, and nothing about the rest of the room (whether a side letter
+the minutes mention is in the room is a fact about the whole room, which only
+the root can check). Composing the memo is the root's work. Same prompt, same
+answer.
 
 Prompt convention (the root's prompts are free text, so parsing is lenient):
 
@@ -43,27 +46,24 @@ kind), are reported in document order.
 Output: one JSON object per line, per open finding, with keys
 
 - ``kind``: the risk or clause (a key of ``RISKS`` or ``CLAUSES``, or ``other``);
-- ``issue``: a short label ("Change-of-control termination right");
+- ``issue``: the kind's label ("Termination right on a change of control");
 - ``path``: the document;
 - ``parties``: names in the sentence (companies, people, agencies, permit
   numbers), without the target company and defined terms ("Company",
   "Agreement");
-- ``amounts``: the money amounts in the sentence; when it states none, those
+- ``amounts``: the money amounts in the sentence (and "<n> records" where it
+  counts records exposed); when it states none, those
   of the nearest sentence of the same document that states fees, loans,
   principal or rent and names the same party (any, when the finding names
   none): the exposure the clause puts at risk;
-- ``quote``: at most ``QUOTE_WORDS`` words of the sentence, marked as a
-  quotation in the note: the window that, with the finding's other fields,
-  states no other risk where it can, and shows the risk's wording;
-- ``summary``: one sentence in the reviewer's words (the reader's own
-  summary of the risk, the main party);
-- ``next_step``: the kind's recommendation, addressed to the main party;
+- ``dates``: the dates in the sentence;
+- ``refers_to``: the kinds of other documents the sentence names ("side
+  letter", "amendment no. 2", "payoff letter"), lower case;
+- ``quote``: at most ``QUOTE_WORDS`` words of the sentence: the window that,
+  with the finding's label and parties, states no other risk where it can,
+  and shows the risk's wording;
 - ``key``: ``<kind> / <first party>`` (``<kind> / <path>`` when it names no
-  party), shared by the finding and the ``Resolved:`` line that settles it;
-- ``note``: the finding as one memo paragraph, in the reviewer's words:
-  ``<issue> (<parties>, <amounts>), <path>: <summary> Quote: "<quote>" Next
-  step: <next_step>`` (a 135M-parameter root copies a program that writes
-  this far more reliably than one that formats the fields itself).
+  party), shared by the finding and the ``Resolved:`` line that settles it.
 
 A document with none gets the line ``No diligence issues found in <path>.``.
 When the lines exceed ``params.max_tokens`` (by ``count_tokens``), the best
@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 
 from pipeline.config import BackendConfig
 from pipeline.llm.base import Completion, ContextLimitError, GenerationParams
-from pipeline.llm.extractive_parties import PERMIT_ID, TARGET_LINE, parties, target_names
+from pipeline.llm.extractive_parties import TARGET_LINE, parties, target_names
 from pipeline.llm.literal_stems import Prefiltered
 from pipeline.llm.reader_vocabulary import CLAUSE, CLAUSES, RISK, RISKS, Risk
 from pipeline.rooms.model import count_tokens
@@ -210,7 +210,6 @@ _GENERIC = set(
 # The reader's own vocabulary (pipeline.llm.reader_vocabulary), tried in its order: a sentence takes
 # the first risk it states, so a change-of-control default is not read as a termination right.
 KIND_ORDER = [r.key for r in RISKS]
-_AMENDED = " An amendment added the right."
 
 
 def _states(sentence: str, risk: Risk) -> bool:
@@ -250,12 +249,18 @@ def kind_of(sentence: str) -> str | None:
 
 # --------------------------------------------------------------------------- amounts, quote
 _EXPOSURE = re.compile(r"\bfees\b|\bprincipal\b|\bloans?\b|\brent\b|\bpurchase price\b", re.IGNORECASE)
-_RECORDS = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d{4,})\s+(?:\w+\s+)?records\b", re.IGNORECASE)
 _ENUM = re.compile(r"^\(?\d+(?:\.\d+)*[.)]?\s+|^\([a-z]{1,3}\)\s+")
 
 
+# A count of records exposed is the figure a data incident is measured by.
+_RECORDS = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d{4,})\s+(?:\w+\s+)?records\b", re.IGNORECASE)
+
+
 def amounts(sentence: str) -> list[str]:
-    return list(dict.fromkeys(m.group(0).strip().rstrip(",.") for m in AMOUNT_RE.finditer(sentence)))
+    """The money amounts of the sentence, and the number of records it says were exposed."""
+    found = [m.group(0).strip().rstrip(",.") for m in AMOUNT_RE.finditer(sentence)]
+    found += [f"{m.group(1)} records" for m in _RECORDS.finditer(sentence)]
+    return list(dict.fromkeys(found))
 
 
 def _signs(kind: str) -> tuple[re.Pattern[str], ...]:
@@ -367,6 +372,28 @@ def score_sentence(sentence: str, terms: set[str] = frozenset()) -> float:
 # --------------------------------------------------------------------------- findings
 
 
+# Dates as agreements write them: "March 4, 2019", "4 March 2019", "2019-03-04".
+_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+DATE_RE = re.compile(
+    rf"\b{_MONTH} \d{{1,2}}, \d{{4}}\b|\b\d{{1,2}} {_MONTH} \d{{4}}\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b"
+)
+# Other documents a sentence refers to by kind: what a root can look for in the rest of the room.
+REFERS_RE = re.compile(
+    r"\bside letter\b|\bamendment(?: no\.? ?\d+)?|\bpayoff letter\b|\b(?:consent|waiver)(?: letter)?\b"
+    r"|\binvention assignment\b|\bpiia\b|\bschedule [a-z0-9]+\b|\bexhibit [a-z0-9]+\b|\bcomplaint\b|\bpermit\b",
+    re.IGNORECASE,
+)
+
+
+def dates(sentence: str) -> list[str]:
+    return list(dict.fromkeys(m.group(0) for m in DATE_RE.finditer(sentence)))
+
+
+def refers_to(sentence: str) -> list[str]:
+    """The kinds of other documents the sentence names ("side letter", "amendment no. 2"), lower case."""
+    return list(dict.fromkeys(" ".join(m.group(0).lower().split()) for m in REFERS_RE.finditer(sentence)))
+
+
 @dataclass
 class Finding:
     """One finding; ``line()`` is its output line (the keys of the module docstring)."""
@@ -376,10 +403,11 @@ class Finding:
     path: str
     parties: list[str]
     amounts: list[str]
+    dates: list[str]
+    refers_to: list[str]
     quote: str
-    summary: str
-    next_step: str
     status: str = "open"
+    how: str = ""  # a resolved finding: what resolved it
     score: float = field(default=0.0, compare=False)
     index: int = field(default=0, compare=False)
 
@@ -388,49 +416,21 @@ class Finding:
         """What the finding is about: its kind and main party (its document when it names none)."""
         return f"{self.kind} / {self.parties[0] if self.parties else self.path}"
 
-    @property
-    def note(self) -> str:
-        """The finding as one memo paragraph: label, parties and amounts, path, summary, quote, next step."""
-        who = ", ".join(self.parties + self.amounts)
-        return (
-            f"{self.issue}{f' ({who})' if who else ''}, {self.path}: {self.summary}"
-            f' Quote: "{self.quote}" Next step: {self.next_step}'
-        )
-
     def line(self) -> str:
         if self.status == "resolved":
-            return f"Resolved: {self.key} ({self.path}): {self.summary}"
-        keys = ("kind", "issue", "path", "parties", "amounts", "quote", "summary", "next_step", "key", "note")
+            return f"Resolved: {self.key} ({self.path}): {self.how}."
+        keys = ("kind", "issue", "path", "parties", "amounts", "dates", "refers_to", "quote", "key")
         return json.dumps({k: getattr(self, k) for k in keys}, ensure_ascii=False)
 
 
-def _texts(kind: str, who: list[str], sentence: str) -> tuple[str, str, str]:
-    """(issue, summary, next step) of a finding, in the reader's words (pipeline.llm.reader_vocabulary)."""
+def label(kind: str) -> str:
+    """The kind's label in the reader's words: what kind of clause it is, not what to do about it."""
     if kind == "other":
-        return "Answer to the request", "", ""
+        return "Answer to the request"
     if kind in RISK:
-        risk = RISK[kind]
-        issue, summary, step, nobody = risk.label, risk.summary, risk.next_step, risk.nobody
-    else:  # a commercial-contract clause
-        clause = CLAUSE[kind]
-        issue = f"{clause.label[:1].upper()}{clause.label[1:]} clause"
-        summary = f"Under its {clause.label} clause, {clause.meaning}."
-        step = "Check how the {label} clause affects the deal and cover it in the purchase agreement."
-        step = step.format(label=clause.label)
-        nobody = "the counterparty"
-    p = who[0] if who else nobody
-    if kind == "expired_permit":
-        pid = next((w for w in who if PERMIT_ID.fullmatch(w)), None)
-        p = f"Permit {pid}" if pid else "the permit"
-    elif kind == "tax_assessment" and who:
-        p = f"the {p}"
-    ps = ", ".join(who[:-1]) + f" and {who[-1]}" if len(who) > 1 else p
-    m = _RECORDS.search(sentence)
-    fill = {"p": p, "ps": ps, "records": f" (about {m.group(1)} records)" if m else ""}
-    summary, step = summary.format(**fill), step.format(**fill)
-    if kind == "coc_termination" and re.search(r"\bamend", sentence, re.IGNORECASE):
-        summary += _AMENDED
-    return issue, summary[:1].upper() + summary[1:], step[:1].upper() + step[1:]
+        return RISK[kind].label
+    clause = CLAUSE[kind]
+    return f"{clause.label[:1].upper()}{clause.label[1:]} clause"
 
 
 def block_findings(
@@ -461,13 +461,13 @@ def block_findings(
                 if j != i and _EXPOSURE.search(t) and (not who or any(w in t for w in who)) and amounts(t):
                     money = amounts(t)
                     break
-        issue, summary, step = _texts(kind, who, s)
-        if resolved:
-            summary = f"{issue} resolved: {resolved[1]}."
-            step = ""
-        rest = " ".join([issue, *who, summary, step])
+        issue = label(kind)
+        rest = " ".join([issue, *who])
         q = quote(s, kind, rest) if kind != "other" else " ".join(_ENUM.sub("", s).split()[:QUOTE_WORDS])
-        best[kind, status] = Finding(kind, issue, block.path, who, money, q, summary, step, status, score, i)
+        how = resolved[1] if resolved else ""
+        best[kind, status] = Finding(
+            kind, issue, block.path, who, money, dates(s), refers_to(s), q, status, how, score, i
+        )
     keep = sorted(best.values(), key=lambda f: (-f.score, f.index))[:max_findings]
     return sorted(keep, key=lambda f: f.index)
 

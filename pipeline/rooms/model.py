@@ -36,7 +36,7 @@ def category_folder(category: str) -> str:
     return f"{CATEGORIES.index(category) + 1:02d}_{category}"
 
 
-CRITERION_KINDS = ["identify", "cite", "quantify", "connect", "absence", "next_step", "trap"]
+CRITERION_KINDS = ["identify", "cite", "quantify", "connect", "absence", "total", "next_step", "trap"]
 
 
 def count_tokens(text: str) -> int:

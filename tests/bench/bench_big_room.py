@@ -34,7 +34,6 @@ from bench_llm_batch import SlowServer
 
 from pipeline.config import BackendConfig, HarnessConfig, SamplingConfig
 from pipeline.grading.coverage import coverage_rows
-from pipeline.harness.prompts import load_variant
 from pipeline.harness.room_export import export_room
 from pipeline.harness.root import run_episode
 from pipeline.llm.base import make_backend
@@ -77,7 +76,10 @@ class PeakMemory:
 
 
 def program() -> str:
-    return next(m["content"] for m in load_variant("worked_example").example if m["role"] == "assistant")
+    """The program-check ladder's `everything` rung: every chunk of the room in one llm_batch."""
+    from pipeline.grading.program_check import load_ladder
+
+    return "```python\n" + next(r.program for r in load_ladder() if r.name == "everything") + "```\n"
 
 
 def trajectory(room, room_dir: Path, subagent_cfg: BackendConfig, concurrency: int):

@@ -54,8 +54,11 @@ def reader_memo(room, words_per_prompt: int = 1200) -> str:
             answers += extract(f"List the diligence risks.\n=== {d.path} ===\n{piece}")
     text = "\n".join(answers)
     found = [json.loads(a) for a in answers if a.startswith("{")]
+    # one line per open finding from the facts both readers report (the old one also wrote a note)
     return "# Diligence memo\n\n" + "\n\n".join(
-        f["note"] for f in found if "Resolved: " + f["key"] not in text
+        f"{f['issue']} ({', '.join(f['parties'] + f['amounts'])}), {f['path']}."
+        for f in found
+        if "Resolved: " + f["key"] not in text
     )
 
 

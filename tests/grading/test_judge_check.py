@@ -29,7 +29,12 @@ def _memo_judge(messages) -> str:
 
 
 SCRIPTS["judge-check-double"] = _memo_judge
-JUDGE = [f"models.judge.kind={SCRIPTED_KIND}", "models.judge.model=judge-check-double"]
+# 16k: the claim-stuffing memo of a room with totals outgrows 8k tokens beside a batch of criteria
+JUDGE = [
+    f"models.judge.kind={SCRIPTED_KIND}",
+    "models.judge.model=judge-check-double",
+    "models.judge.context_tokens=16384",
+]
 
 
 @pytest.fixture(scope="module")

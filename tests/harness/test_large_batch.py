@@ -21,7 +21,7 @@ from pipeline.harness.worker import MAX_FRAME_BYTES
 from pipeline.llm.base import make_backend
 from pipeline.rooms.synthetic.generator import generate_room
 from tests.doubles import ScriptedBackend
-from tests.harness.test_root import delegation_program
+from tests.harness.test_root import read_everything_program
 
 
 @pytest.mark.slow
@@ -33,7 +33,7 @@ def test_one_llm_batch_larger_than_a_frame_covers_the_room(tmp_path):
         run_episode(
             room,
             room_dir,
-            ScriptedBackend([delegation_program()]),
+            ScriptedBackend([read_everything_program()]),
             make_backend(BackendConfig(kind="extractive", concurrency=64)),
             harness,
             SamplingConfig(),

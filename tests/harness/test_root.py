@@ -39,18 +39,29 @@ def extractive():
     return make_backend(BackendConfig(kind="extractive"))
 
 
-def episode(room, room_dir, root, sub, harness=None, **kw):
+def episode(room, room_dir, root, sub, harness=None, sampling=None, **kw):
     harness = harness or HarnessConfig(prompt="base")
+    sampling = sampling or SamplingConfig()
     return asyncio.run(
-        run_episode(
-            room, room_dir, root, sub, harness, SamplingConfig(), trajectory_id="t-1", policy_id="p-1", **kw
-        )
+        run_episode(room, room_dir, root, sub, harness, sampling, trajectory_id="t-1", policy_id="p-1", **kw)
     )
 
 
-def delegation_program() -> str:
-    """The worked example's program: the pattern the prompt teaches."""
-    return next(m["content"] for m in load_variant("worked_example").example if m["role"] == "assistant")
+def delegation_program() -> list[str]:
+    """The worked example's turns: the pattern the prompt teaches (read part of the room, then submit)."""
+    return [m["content"] for m in load_variant("worked_example").example if m["role"] == "assistant"]
+
+
+def ladder_program(rung: str) -> str:
+    """A rung of the program-check ladder as the root's turn (pipeline/grading/ladder.yaml)."""
+    from pipeline.grading.program_check import load_ladder
+
+    return py(next(r.program for r in load_ladder() if r.name == rung))
+
+
+def read_everything_program() -> str:
+    """The ladder's `everything` rung: one llm_batch over every chunk of the room."""
+    return ladder_program("everything")
 
 
 # --------------------------------------------------------------------------- code blocks
@@ -77,8 +88,9 @@ def test_fence_glued_to_code_line_closes_the_block():
 
 
 def test_submit_path(room, room_dir, extractive):
-    root = ScriptedBackend([delegation_program()], name="root-model")
-    trace = episode(room, room_dir, root, extractive)
+    root = ScriptedBackend([ladder_program("best")], name="root-model")
+    # the ladder's top program is ~700 tokens: a turn long enough to hold it
+    trace = episode(room, room_dir, root, extractive, sampling=SamplingConfig(max_new_tokens=2048))
     assert trace.status == "submitted", trace.end_reason
     assert len(trace.turns) == 1
     assert trace.sandbox_level == kernel_layer.strongest_level()  # the strongest this machine allows
@@ -89,9 +101,9 @@ def test_submit_path(room, room_dir, extractive):
     }
     assert prompted == {d.path for d in room.documents}
     assert any(d.path in trace.memo for d in room.documents)
-    # One short paragraph per finding, written from the subagents' structured findings.
-    paragraphs = trace.memo.split("\n\n")[1:]
-    assert paragraphs and all("Next step: " in p and len(p.split()) <= 90 for p in paragraphs)
+    # One short line per finding, written by the root from the subagents' facts, each with its next step.
+    lines = [ln for ln in trace.memo.splitlines() if ln.startswith("- ")]
+    assert lines and all("Next step: " in ln and len(ln.split()) <= 90 for ln in lines)
     assert trace.usage["root-model"]["calls"] == 1
     assert trace.usage["extractive"]["calls"] == len(trace.subcalls)
     # The request carried no extra keys, the trace keeps the example marks.
@@ -155,7 +167,7 @@ def test_output_cut_marker_reaches_the_root(room, room_dir, extractive):
 
 
 def test_subagent_budget_ends_the_episode(room, room_dir, extractive):
-    root = ScriptedBackend([delegation_program()])
+    root = ScriptedBackend([read_everything_program()])
     trace = episode(room, room_dir, root, extractive, HarnessConfig(prompt="base", max_subcalls=3))
     assert trace.status == "budget"
     assert "max_subcalls" in trace.end_reason

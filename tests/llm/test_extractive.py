@@ -40,7 +40,7 @@ Annual rent is $2.4 million, payable in advance."""
 BORING = """MINUTES
 The meeting started at 9am. Coffee was served. The meeting ended at 10am."""
 
-KEYS = ["kind", "issue", "path", "parties", "amounts", "quote", "summary", "next_step", "key", "note"]
+KEYS = ["kind", "issue", "path", "parties", "amounts", "dates", "refers_to", "quote", "key"]
 
 
 def prompt(*docs: tuple[str, str], instruction: str = "List the diligence risks in these documents.") -> str:
@@ -52,19 +52,8 @@ def findings(lines: list[str]) -> list[dict]:
 
 
 def paragraph(f: dict) -> str:
-    """The finding's memo paragraph (what the worked-example program writes), checked against its fields."""
-    note = f["note"]
-    for part in (
-        f["issue"],
-        f["path"],
-        f["summary"],
-        f'"{f["quote"]}"',
-        f["next_step"],
-        *f["parties"],
-        *f["amounts"],
-    ):
-        assert part in note, (part, note)
-    return note
+    """The finding as one memo line written from its facts (what the ladder's `everything` rung writes)."""
+    return f"{f['issue']} ({', '.join(f['parties'] + f['amounts'])}), {f['path']}."
 
 
 def test_parse_prompt_headers():
@@ -95,18 +84,20 @@ def test_structured_findings_per_document_in_order():
     assert not any("painted" in f["quote"] or "quarterly" in f["quote"] for f in found)
     coc = msa[0]
     assert coc["issue"] == RISK["coc_termination"].label  # the reader's own words
-    assert "control" in coc["summary"] and "terminate" in coc["summary"]
     assert coc["quote"].startswith("Either party may terminate this Agreement upon a Change of Control")
     (lease,) = [f for f in found if f["path"] == "b/lease.txt"]
     assert lease["kind"] == "lease_landlord_consent"
     assert lease["amounts"] == ["$2.4 million"]  # the rent the clause puts at risk, from the next sentence
     assert lease["parties"] == []  # "Tenant", "Lease" and "Landlord" are defined terms, not parties
-    assert "consent" in lease["next_step"].lower()
+    # facts only: no verdict, summary or recommendation (the memo is the root's to write)
+    assert not {"summary", "next_step", "note"} & set(lease)
 
 
 def test_planted_issues_of_generated_rooms_are_found_with_their_entities():
-    """Every planted issue kind: the right kind, its criterion entities, its amount, a short quote,
-    and a paragraph written from the finding passes the issue's identify, cite, quantify and next_step."""
+    """Every planted issue kind: the right kind, its criterion entities, its amount, a short quote, and
+    a line written from the finding's facts passes the issue's identify, cite and quantify, except where
+    the issue is what one document cannot show (an inventor who never assigned): there it passes nothing,
+    and no next step passes (recommendations are the root's to write)."""
     room = generate_room("extractive-test", seed=0, n_documents=200, tokens_per_document=200)
     docs = {d.path: d for d in room.documents}
     issue_kinds = set()
@@ -127,28 +118,59 @@ def test_planted_issues_of_generated_rooms_are_found_with_their_entities():
         assert not {"Company", "Agreement", "Change of Control"} & set(f["parties"])
         assert 0 < len(f["quote"].replace("...", " ").split()) <= QUOTE_WORDS
         assert f["quote"].replace("...", "").split()[0] in " ".join(docs[path].text.split())
-        assert claimed_kinds(paragraph(f)) == {kind}, (c.issue_kind, paragraph(f))  # claims its own kind only
+        # claims no kind but its own (a patent's inventor list none: only the room shows who assigned)
+        assert claimed_kinds(paragraph(f)) <= {kind}, (c.issue_kind, paragraph(f))
         crits = [
-            x
-            for x in room.criteria
-            if x.issue_id == c.issue_id and x.kind != "connect" and x.kind != "absence"
+            x for x in room.criteria if x.issue_id == c.issue_id and x.kind not in ("connect", "absence")
         ]
         for x in crits:
             if x.kind == "quantify":
                 assert any(
                     abs(v - a.value) <= a.value * a.tolerance
                     for a in x.amounts
-                    for v in parse_amounts(" ".join(f["amounts"]) + " " + f["summary"])
+                    for v in parse_amounts(" ".join(f["amounts"]))
                 ), (c.issue_kind, f["amounts"])
-        # the facts (what the finding is, where, how much) pass the judge; a next step is the reader's
-        # own advice, in its own words, which the judge's phrases may or may not recognise
         for cid, ok, why in grade_memo(crits, paragraph(f)):
-            if cid.endswith("next_step"):
+            if cid.endswith("next_step") or (
+                c.issue_kind == "missing_ip_assignment" and cid.endswith("identify")
+            ):
                 steps[cid] = ok
+            elif c.issue_kind == "missing_ip_assignment":
+                continue  # its citation may pass: the patent does name the inventor
             else:
                 assert ok, (c.issue_kind, cid, why)
     assert len(issue_kinds) == 15  # the room holds every kind the generator plants
-    assert sum(steps.values()) >= len(steps) / 2, steps
+    assert not any(steps.values()), steps
+
+
+def test_the_reader_asserts_nothing_about_the_rest_of_the_room():
+    """A board minute that mentions a side letter gives a fact ("side letter" in refers_to), never a claim
+    that the letter is missing: absence is a fact about the whole room, which only the root can check."""
+    room = generate_room("extractive-absence", seed=0, n_documents=200, tokens_per_document=200)
+    docs = {d.path: d for d in room.documents}
+    absent = [c for c in room.criteria if c.kind == "absence"]
+    assert {c.issue_kind for c in absent} >= {"missing_side_letter", "missing_ip_assignment"}
+    for c in absent:
+        for path in c.evidence_paths:
+            # what the reader says in its own words: the labels (kind and key are identifiers)
+            labels = " ".join(f["issue"] for f in findings(extract(prompt((path, docs[path].text))))).lower()
+            for phrase in (
+                "not in the data room",
+                "missing",
+                "not provided",
+                "no copy",
+                "never signed",
+                "outside",
+            ):
+                assert phrase not in labels, (path, phrase, labels)
+    minutes = [c.evidence_paths[0] for c in absent if c.issue_kind == "missing_side_letter"]
+    for path in minutes:
+        (f,) = [
+            f
+            for f in findings(extract(prompt((path, docs[path].text))))
+            if f["kind"] == "missing_side_letter"
+        ]
+        assert "side letter" in f["refers_to"]
 
 
 def test_resolved_issues_come_back_as_resolved_lines_with_the_same_key():

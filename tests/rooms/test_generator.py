@@ -12,6 +12,7 @@ from pipeline.rooms.model import CATEGORIES, CRITERION_KINDS
 from pipeline.rooms.probes import PROBE_CHARS
 from pipeline.rooms.split import assign_splits, split_for
 from pipeline.rooms.store import load_room, save_room
+from pipeline.rooms.synthetic.criteria import TOTALS
 from pipeline.rooms.synthetic.generator import generate_room
 from pipeline.rooms.synthetic.issues import ISSUES
 
@@ -60,17 +61,19 @@ def test_issue_kinds_and_criterion_kinds(small_rooms):
     assert len(kinds) >= 12, kinds
     for room in small_rooms:
         present = {c.kind for c in room.criteria}
-        assert present == set(CRITERION_KINDS), (room.name, present)
+        # a room has a total only where two or more open issues of a family are quantified
+        assert present | {"total"} == set(CRITERION_KINDS), (room.name, present)
         assert any(c.is_trap for c in room.criteria)
-        n_issues = len({c.issue_id for c in room.criteria if not c.is_trap})
+        n_issues = len({c.issue_id for c in room.criteria if not c.is_trap and c.kind != "total"})
         assert 6 <= n_issues <= 12
         ids = [c.criterion_id for c in room.criteria]
         assert len(ids) == len(set(ids))
-        assert all(re.fullmatch(r"[ID]\d{2,3}-[a-z_]+\d*", i) for i in ids), ids
+        assert all(re.fullmatch(r"[ID]\d{2,3}-[a-z_]+\d*|T\d-total", i) for i in ids), ids
 
 
 def test_every_issue_kind_is_generated(medium_room):
-    assert {c.issue_kind for c in medium_room.criteria if not c.is_trap} == set(ISSUES)
+    kinds = {c.issue_kind for c in medium_room.criteria if not c.is_trap and c.kind != "total"}
+    assert kinds == set(ISSUES)
 
 
 def test_criteria_scale_with_room_size():
@@ -86,7 +89,9 @@ def test_evidence_is_verbatim_and_paths_exist(small_rooms, medium_room):
         for c in room.criteria:
             assert c.text and c.evidence and c.evidence_paths, c.criterion_id
             assert all(p in texts for p in c.paths + c.evidence_paths), c.criterion_id
-            assert any(c.evidence in texts[p] for p in c.evidence_paths), c.criterion_id
+            # a total's evidence is the clauses of its parts, each in one of its documents
+            for piece in c.evidence.split(" | ") if c.kind == "total" else [c.evidence]:
+                assert any(piece in texts[p] for p in c.evidence_paths), c.criterion_id
 
 
 def test_issues_are_not_labelled_and_triggers_only_where_planted(medium_room):
@@ -188,3 +193,18 @@ def test_probes_sit_at_their_offsets(small_rooms, medium_room):
     text = "First line of a long document that is here.\nSecond line, which is long enough to probe. Third"
     assert [k for _, k in _anchored(text)] == sentence_keys(text)
     assert all(text[o:].startswith(k) for o, k in _anchored(text))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_totals_sum_the_open_quantified_issues_of_their_family(seed):
+    room = generate_room(f"t-{seed}", seed, n_documents=300)
+    for family, (_, kinds, _) in TOTALS.items():
+        parts = [c for c in room.criteria if c.kind == "quantify" and c.issue_kind in kinds]
+        totals = [c for c in room.criteria if c.kind == "total" and c.issue_kind == family]
+        if len(parts) < 2:
+            assert not totals, family
+            continue
+        (total,) = totals
+        assert total.amounts[0].value == pytest.approx(sum(c.amounts[0].value for c in parts))
+        assert set(total.evidence_paths) == {p for c in parts for p in c.evidence_paths}
+        assert any("total" in g for g in total.any_of) and not total.entities

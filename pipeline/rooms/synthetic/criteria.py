@@ -1,4 +1,4 @@
-"""The rubric blocks every planted issue repeats: identify, cite, quantify, absence, connect, next step, trap.
+"""The rubric blocks every planted issue repeats (identify, cite, quantify, absence, connect, next step, trap), and the room's totals.
 
 An issue's criteria share its id, kind, key entity (the counterparty, person,
 agency or permit a memo must name), the excerpt that supports them and the
@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.grading.claim_kinds import identify_signature, trap_signature
+from pipeline.grading.claim_kinds import COC, identify_signature, trap_signature
 from pipeline.rooms.synthetic.context import Ctx
+from pipeline.rooms.synthetic.templates import money
 
 # next-step phrase groups of the issues cured by the counterparty's consent
 OBTAIN = ["obtain", "seek", "request", "secure", "get"]
@@ -121,3 +122,43 @@ def trap(
         evidence_paths=evidence_paths,
         trap=True,
     )
+
+
+# The room's totals: what the buyer prices, summed over every open issue of a family. Only a root that
+# collects its subagents' amounts across documents (and leaves out what the room shows resolved) can
+# state one: no single document holds it. The words that name a total are not a claim kind's
+# signature, so a total line claims no finding of its own (pipeline.grading.claim_kinds).
+TOTAL_WORDS = ["total", "aggregate", "combined", "in all", "altogether", "sum of"]
+TOTALS: dict[str, tuple[str, tuple[str, ...], list[str]]] = {
+    # family -> (what is totalled, the issue kinds whose quantified amounts it sums, what names it)
+    "total_coc_exposure": (
+        "the amounts at stake on a change of control",
+        ("coc_termination", "debt_coc_default", "exec_cic_payment"),
+        COC,
+    ),
+    "total_claims": (
+        "the contingent liabilities",
+        ("pending_litigation", "tax_assessment"),
+        ["contingent", "liabilit", "exposure"],
+    ),
+}
+
+
+def add_totals(ctx: Ctx) -> None:
+    """One ``total`` criterion per family with open quantified issues in two or more documents."""
+    for n, (family, (what, kinds, names)) in enumerate(TOTALS.items(), 1):
+        parts = [c for c in ctx.criteria if c.kind == "quantify" and c.issue_kind in kinds]
+        paths = sorted({p for c in parts for p in c.evidence_paths})
+        if len(parts) < 2 or len(paths) < 2:
+            continue
+        total = sum(c.amounts[0].value for c in parts)
+        ctx.crit(
+            f"T{n}",
+            family,
+            "total",
+            f"The memo states the total of {what} across the room: {money(total)} over {len(parts)} items.",
+            any_of=[TOTAL_WORDS, names],
+            amounts=[(total, 0.02)],
+            evidence=" | ".join(c.evidence for c in parts),
+            evidence_paths=paths,
+        )

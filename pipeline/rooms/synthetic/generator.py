@@ -5,7 +5,8 @@ its arguments: the target and deal, documents under numbered category folders
 (``03_material_contracts/<counterparty>/...``, ``01_corporate/board_minutes/<year>/...``),
 a scaled number of planted issues and decoys (pipeline.rooms.synthetic.issues) hidden
 among ordinary agreements, amendments, minutes, certificates, letters and
-spreadsheets, the rubric criteria of those issues, and coverage probes.
+spreadsheets, the rubric criteria of those issues, the room's totals
+(pipeline.rooms.synthetic.criteria.add_totals), and coverage probes.
 
 Scale: about 6 + 0.045 x n_documents issues (a 20-document room has ~7, a
 2,000-document room ~96 with several hundred criteria) and one decoy per five
@@ -19,6 +20,7 @@ import random
 from pipeline.rooms.model import Room
 from pipeline.rooms.probes import sample_probes
 from pipeline.rooms.synthetic.context import Ctx
+from pipeline.rooms.synthetic.criteria import add_totals
 from pipeline.rooms.synthetic.issues import DECOYS, ISSUES
 from pipeline.rooms.synthetic.ordinary import fill
 from pipeline.rooms.synthetic.templates import (
@@ -70,6 +72,7 @@ def generate_room(
         ISSUES[kind][0](ctx, f"I{i:02d}" if len(issue_kinds) < 100 else f"I{i:03d}")
     for i, kind in enumerate(decoy_kinds, 1):
         DECOYS[kind][0](ctx, f"D{i:02d}" if len(decoy_kinds) < 100 else f"D{i:03d}")
+    add_totals(ctx)
     fill(ctx, n_documents - len(ctx.docs))
 
     docs = sorted(ctx.docs, key=lambda d: d.path)
