@@ -107,6 +107,7 @@ def evaluate_policies(
     key = json.dumps({"policies": ids, "rooms": rooms, "k": cfg.evaluate.k, "boot": cfg.evaluate.bootstrap})
     eval_id = stable_id(key, prefix="eval-")
     base_rates = room_values(con, base.policy_id, rooms, "score")
+    base_submitted = room_values(con, base.policy_id, rooms, "submitted_score")
     rows: list[dict] = []
     now = db.now()
 
@@ -147,6 +148,24 @@ def evaluate_policies(
         elif pid != base.policy_id and rates and base_rates:
             diff, lo, hi, n = stats.paired_diff_ci(rates, base_rates, n_boot=B, seed=seed)
             add(pid, "lift", diff, lo, hi, n)
+        submitted = room_values(con, pid, rooms, "submitted_score")
+        if submitted:
+            add(
+                pid,
+                "score_submitted",
+                *stats.bootstrap_mean_ci(list(submitted.values()), n_boot=B, seed=seed),
+                len(submitted),
+            )
+        if (
+            pid != base.policy_id
+            and worst <= cfg.evaluate.max_serving_failed
+            and submitted
+            and base_submitted
+        ):
+            # the lift beyond finishing: both policies' submitted episodes, rooms where both submitted
+            if set(submitted) & set(base_submitted):
+                diff, lo, hi, n = stats.paired_diff_ci(submitted, base_submitted, n_boot=B, seed=seed)
+                add(pid, "lift_submitted", diff, lo, hi, n)
         where, params = "policy_id = $pid and purpose = 'eval'", {"pid": pid}
         for r in mart_in_rooms(con, "pass_rate_by_kind", rooms, where, params):
             add(pid, f"pass_rate:{r['kind']}", r["pass_rate"])

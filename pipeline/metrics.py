@@ -81,6 +81,12 @@ def headline(rows: list[dict]) -> str:
         if "lift" in m:
             lf = m["lift"]
             line += f"; lift vs base {lf['value']:+.3f} [95% CI {lf['ci_low']:+.3f}, {lf['ci_high']:+.3f}]"
+        if "lift_submitted" in m:
+            ls = m["lift_submitted"]
+            line += (
+                f"; among submitted episodes {ls['value']:+.3f} [95% CI {ls['ci_low']:+.3f}, {ls['ci_high']:+.3f}]"
+                f" over {ls['n_rooms']} rooms"
+            )
         if "lift_withheld" in m:
             line += f"; lift withheld ({withheld_reason(rows)})"
         out.append(line)

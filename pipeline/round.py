@@ -1,6 +1,6 @@
 """One improvement round, the same for distill (round 0, from the base) and nightly (from the champion).
 
-sample → grade → filter → dataset → train → evaluate → champion decision, on
+(ladder →) sample → grade → filter → dataset → train → evaluate → champion decision, on
 one warehouse connection, each step handing the next the id it made
 (pipeline.steps). The round starts from a policy: it tops that policy up to
 ``k`` trajectories per training room, filters every graded training
@@ -55,6 +55,9 @@ def run_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, st
     """One round of ``kind`` (distill | nightly) from ``start``, topping it up to ``k`` per training room."""
     round_id = champion.open_round(con, kind, start.policy_id)
     try:
+        steps.ladder(
+            con, cfg, store.room_names(con)
+        )  # what each room offers a root, to place trajectories on
         sampled = steps.sample(
             con, cfg, start, store.room_names(con, split="train"), k, "train", desc=f"{kind} sample"
         )
@@ -105,6 +108,7 @@ def run_rl_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str,
     """
     round_id = champion.open_round(con, kind, start.policy_id)
     try:
+        steps.ladder(con, cfg, store.room_names(con))
         trained = steps.rl(con, cfg, start.policy_id)
         seen = champion.evaluated_against(con, trained.policy_id, start.policy_id)
         heldout = evaluation.heldout_rooms(con)

@@ -1,7 +1,7 @@
 """The steps of a round, each named by what it consumes and returning what it made.
 
-One function per step: sample, grade, select (the filter), build_dataset,
-train, evaluate. Each records itself as a ``stage_runs`` row and its inputs
+One function per step: ladder (the program-check ladder on the run's rooms),
+sample, grade, select (the filter), build_dataset, train, evaluate. Each records itself as a ``stage_runs`` row and its inputs
 and outputs as ``lineage`` rows (pipeline.lineage), on the connection it is
 given. Nothing here looks for "the newest" anything: the stages and the
 round pass ids, and only the CLI picks a default (pipeline.lineage).
@@ -33,6 +33,20 @@ def _require(value: str, key: str, flag: str) -> str:
     if not value:
         raise MissingInput(f"{key} is empty: name it ({flag} or {key}=...) or run the step before it")
     return value
+
+
+def ladder(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, rooms: list[str]) -> dict[str, Any]:
+    """Score the program-check ladder on ``rooms`` that lack it: what a root can earn on each
+    (pipeline.grading.program_check); the mart trajectory_rungs places trajectories on it."""
+    from pipeline.grading.program_check import record_ladder
+
+    with db.stage_run(con, "ladder", cfg.hash("harness", "models")) as counts:
+        counts.update(record_ladder(con, cfg, rooms))
+    print(
+        f"ladder: {counts['rooms_scored']} rooms scored, {counts['rooms_kept']} already scored",
+        file=sys.stderr,
+    )
+    return counts
 
 
 @dataclass

@@ -23,6 +23,12 @@ single group of its synonyms.
 from __future__ import annotations
 
 COC = ["change of control", "change in control"]
+# what says a document is not in the data room (the side letter's absence criterion, and the trap of a
+# side letter that is filed)
+NOT_IN_ROOM = [
+    "missing", "not in the data room", "not included", "not provided", "absent", "not found", "no copy",
+    "not located", "not been provided", "not produced", "not contained", "not in the room",
+]  # fmt: skip
 
 # claim kind -> phrase groups; the identify signature of the generator's issue kinds
 GENERATED: dict[str, list[list[str]]] = {
@@ -85,6 +91,7 @@ GENERATED_ISSUE_KIND = {
     "decoy_debt_repaid": "debt_coc_default",
     "decoy_litigation_dismissed": "pending_litigation",
     "decoy_permit_renewed": "expired_permit",
+    "decoy_side_letter_filed": "missing_side_letter",
 }
 
 
@@ -93,6 +100,8 @@ GENERATED_ISSUE_KIND = {
 GENERATED_TRAP = {
     "decoy_consent_waived": [COC, ["consent", "terminat"]],
     "decoy_permit_renewed": [["expired", "lapsed", "expiration"]],
+    # a side letter the minutes mention, filed in the room: only saying it is missing flags it
+    "decoy_side_letter_filed": [["side letter"], NOT_IN_ROOM],
 }
 
 

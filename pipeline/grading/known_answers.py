@@ -10,6 +10,7 @@ whether the judge measures diligence:
 | dump | every document pasted whole, one paragraph each, "<path>: <text>" | near 0 |
 | dump_phrases | the dump, each paragraph followed by risk phrases and generic next steps | near 0 |
 | claim_all | every claim kind claimed on every document, one paragraph per pair | near 0 |
+| claim_absence | every document's side letter and invention assignments called missing from the room | near 0 |
 | expert_labels | CUAD rooms only: from CUAD's own label table (master_clauses.csv), not the rubric | near 1 |
 
 and the adversarial memos of pipeline.grading.adversarial, drawn from a seed
@@ -54,6 +55,7 @@ BARS: dict[str, tuple[float, float]] = {
     "dump": (0.0, 0.15),
     "dump_phrases": (0.0, 0.15),
     "claim_all": (0.0, 0.15),
+    "claim_absence": (0.0, 0.15),
     "expert_labels": (0.90, 1.0),
     "near_copy": (0.0, 0.15),
     # F1 of recall 1 and precision above chance 0-0.1 (4 to 10 false claims per true one): mean 0.09,
@@ -103,6 +105,19 @@ def claim_all_memo(room: Room) -> str:
     return "\n\n".join(paras)
 
 
+def claim_absence_memo(room: Room) -> str:
+    """Absence claimed everywhere: per document, its side letter and its inventors' assignments called missing.
+
+    What a root writes when it asserts absence instead of checking the room (the filed side letter's trap
+    and the claims' citations catch it).
+    """
+    return "\n\n".join(
+        f"{d.path} ({d.title}): the side letter it refers to is not in the data room, and no invention "
+        "assignment (PIIA) for the patents it concerns has been provided."
+        for d in room.documents
+    )
+
+
 def expert_label_memo(room: Room, corpus: str | Path) -> str:
     """A memo written from CUAD's label table: per contract, the categories its experts labelled Yes.
 
@@ -134,6 +149,7 @@ def known_memos(room: Room, corpus: str | Path | None = None, seed: int = 0) -> 
         "dump": dump_memo,
         "dump_phrases": dump_phrases_memo,
         "claim_all": claim_all_memo,
+        "claim_absence": claim_absence_memo,
     }
     out = {name: make(room) for name, make in makers.items()}
     for name in ADVERSARIAL:

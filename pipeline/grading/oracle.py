@@ -58,7 +58,8 @@ def evidence_memo(room: Room, cite: dict[str, str] | None = None) -> str:
             amounts += [f"${a.value:,.0f}" for a in c.amounts if f"${a.value:,.0f}" not in amounts]
             paths += [cite.get(p, p) for p in c.paths if cite.get(p, p) not in paths]
         kind = (crits[0].issue_kind or "issue").replace("_", " ")
-        evidence = crits[0].evidence
+        # a total has no one clause to quote (its evidence is its parts' clauses, each quoted where it is found)
+        evidence = "" if crits[0].kind == "total" else crits[0].evidence
         text = (
             f"{iid} ({kind}) - {', '.join(entities)}: {'; '.join(found) or 'see evidence'}."
             + (f" Amount: {', '.join(amounts)}." if amounts else "")

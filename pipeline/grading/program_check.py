@@ -20,6 +20,11 @@ above the one below:
     rows = run_ladder(rooms, subagent)            # one LadderRow per (rung, room)
     table = ladder_table(rows)                    # mean [95% CI] per rung and room set
     failures = margin_failures(table)             # what breaks the bars; empty when all hold
+    record_ladder(con, cfg, room_names)           # the ladder on a run's own rooms, into ladder_scores
+
+The run's own rooms get the ladder too (``record_ladder``, a step of every
+round): the mart ``trajectory_rungs`` places each sampled trajectory on its
+room's ladder, and the report shows where the root's programs land.
 """
 
 from __future__ import annotations
@@ -32,13 +37,17 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import duckdb
 import yaml
 
-from pipeline.config import BackendConfig, HarnessConfig, SamplingConfig
-from pipeline.grading.reference import ReferenceGrader
+from pipeline import db
+from pipeline.config import BackendConfig, HarnessConfig, PipelineConfig, SamplingConfig
+from pipeline.grading.reference import GRADER_VERSION, ReferenceGrader
 from pipeline.harness.episode import run_harness
 from pipeline.harness.room_export import export_room
+from pipeline.ids import digest
 from pipeline.llm.base import Backend, Completion, GenerationParams, make_backend
+from pipeline.rooms import store
 from pipeline.rooms.model import Room, count_tokens
 from pipeline.rooms.synthetic.generator import generate_room
 from pipeline.stats import bootstrap_mean_ci
@@ -69,11 +78,18 @@ class LadderRow:
     end_reason: str
 
 
+def _ladder_text() -> str:
+    return resources.files("pipeline.grading").joinpath("ladder.yaml").read_text()
+
+
 def load_ladder() -> list[Rung]:
-    text = resources.files("pipeline.grading").joinpath("ladder.yaml").read_text()
-    return [
-        Rung(r["name"], " ".join(r["skill"].split()), r["program"]) for r in yaml.safe_load(text)["rungs"]
-    ]
+    rungs = yaml.safe_load(_ladder_text())["rungs"]
+    return [Rung(r["name"], " ".join(r["skill"].split()), r["program"]) for r in rungs]
+
+
+def ladder_hash() -> str:
+    """Names this version of the ladder: rooms are scored again when a program changes."""
+    return digest(_ladder_text(), 12)
 
 
 class FixedProgram:
@@ -118,6 +134,7 @@ async def run_ladder(
     rungs = rungs or load_ladder()
     harness = HarnessConfig(**{**harness.__dict__, "max_turns": 1})
     rows: list[LadderRow] = []
+    # the ladder exports its own copy of each room: it never waits on, or writes into, a run folder
     with tempfile.TemporaryDirectory(prefix="rlm-ladder-") as tmp:
         for room_set, room in rooms:
             room_dir = export_room(room, Path(tmp) / room.name)
@@ -272,3 +289,48 @@ def print_check(
         file=sys.stderr,
     )
     return 1 if failures else 0
+
+
+def record_ladder(
+    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, room_names: list[str]
+) -> dict[str, int]:
+    """Score the ladder on the named rooms that lack this ladder's rows (under this grader); each room's
+    rows are written in one transaction. Returns counts: rooms scored and rooms already scored."""
+    version, lhash = GRADER_VERSION, ladder_hash()
+    have = {
+        r
+        for (r,) in con.execute(
+            "select distinct room_id from ladder_scores where grader_version = ? and ladder_hash = ?",
+            [version, lhash],
+        ).fetchall()
+    }
+    rooms = [store.load_room(con, n, with_text=True) for n in room_names]
+    todo = [r for r in rooms if r.room_id not in have]
+    rungs = load_ladder()
+    index = {r.name: i for i, r in enumerate(rungs)}
+    subagent = make_backend(cfg.models.subagent)
+    for room in todo:
+        rows = asyncio.run(run_ladder([("run", room)], subagent, cfg.harness, rungs))
+        now = db.now()
+        db.write_many(
+            con,
+            {
+                "ladder_scores": [
+                    {
+                        "room_id": room.room_id,
+                        "rung": r.rung,
+                        "rung_index": index[r.rung],
+                        "headline": r.headline,
+                        "recall": r.recall,
+                        "precision": r.precision,
+                        "status": r.status,
+                        "subagent_tokens": r.subagent_tokens,
+                        "grader_version": version,
+                        "ladder_hash": lhash,
+                        "created_at": now,
+                    }
+                    for r in rows
+                ]
+            },
+        )
+    return {"rooms_scored": len(todo), "rooms_kept": len(rooms) - len(todo)}

@@ -90,7 +90,11 @@ REPEAT_SHARE = (
     0.8  # a unit this similar (word-level ratio) to an earlier one that names nothing new is a repeat
 )
 _WORDS = re.compile(r"\w+")
-ABSENCE_KINDS = frozenset({"missing_ip_assignment", "missing_side_letter", "unreported_breach"})
+# kinds whose finding is itself a negation ("not in the data room", "never notified"); the filed side
+# letter's trap looks for the same words
+ABSENCE_KINDS = frozenset(
+    {"missing_ip_assignment", "missing_side_letter", "unreported_breach", "decoy_side_letter_filed"}
+)
 
 Verdict = tuple[str, bool, str]
 
@@ -236,6 +240,8 @@ def claim_truth(room: Room) -> ClaimTruth:
         entities |= {e for c in crits for e in c.entities}
         if all(c.is_trap for c in crits):
             continue
+        if any(c.kind == "total" for c in crits):
+            continue  # a total supports no claim of its own: each part is supported by its own issue
         issue_kinds = {to_kind(c.issue_kind) for c in crits if c.issue_kind}
         # A paragraph that reports this issue and its fix also asserts every kind that the issue's
         # own language asserts: its clause and its criteria's phrases ("may terminate on a change

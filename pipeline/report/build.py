@@ -16,6 +16,7 @@ from pipeline.grading.judge_check import latest_check
 from pipeline.report import data, sections, trace_data, trace_pages
 from pipeline.report.cost_section import cost_section
 from pipeline.report.known_answers import known_answer_scale, known_answers_section
+from pipeline.report.ladder_section import ladder_section
 from pipeline.report.render import Section, to_html, to_markdown
 from pipeline.report.trace_sections import trajectories_to_read
 
@@ -52,6 +53,7 @@ def build(
     selection_id = selection[0] if selection else None
     links = trace_pages.write_all(con, cfg, out, labels, selection_id)
     to_read = trajectories_to_read(trace_data.trajectory_rows(con, selection_id), labels, links)
+    ladder = ladder_section(con, labels)
     optional = [
         sections.agreement_section(agreement_report(con), latest_check(con)),
         sections.nightly_section(labels, data.nightly_rounds(con)),
@@ -68,6 +70,7 @@ def build(
         figures,
         sections.evaluation_section(labels, eval_id, eval_rows, n_evals),
         known_answers_section(con, labels, eval_rows),
+        *([ladder] if ladder else []),
         sections.trajectories_section(labels, summaries),
         to_read,
         funnel,

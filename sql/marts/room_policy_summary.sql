@@ -16,6 +16,8 @@ final as (
         count(*) as n_trajectories,
         avg(score) as score,
         max(score) as best_score,
+        -- mean score of the episodes that submitted a memo: what the program earned, finishing aside
+        avg(score) filter (where finished) as submitted_score,
         avg(recall) as recall,
         avg("precision") as "precision",
         avg(coverage) as coverage,

@@ -140,7 +140,8 @@ def test_empty_memo_passes_only_traps(room):
 
 def test_pasting_the_room_fails_every_trap(room):
     memo = "\n\n".join(d.text for d in room.documents)
-    traps = [c for c in room.criteria if c.is_trap]
+    # a filed side letter's trap is an absence claim, which no document of the room makes
+    traps = [c for c in room.criteria if c.is_trap and c.issue_kind != "decoy_side_letter_filed"]
     assert traps
     assert not any(p for _, p, _ in grade_memo(traps, memo))
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 
+from pipeline import db
 from pipeline.cli import main
 from pipeline.config import BackendConfig, HarnessConfig
 from pipeline.grading.program_check import (
@@ -68,3 +69,36 @@ def test_program_check_command_prints_the_table_and_exits_zero_when_every_bar_ho
     for rung in ("nothing", "quarter", "half", "everything", "joins", "best"):
         assert f"| {rung} |" in table
     assert "every bar holds" in err.getvalue()
+
+
+def test_the_ladder_on_a_runs_rooms_is_stored_once_and_places_each_trajectory(tmp_path):
+    """A real DuckDB file: the ladder step scores each room once (a second call scores none), and the
+    mart trajectory_rungs puts a graded empty memo below the rungs and the `best` program's memo on top."""
+    from pipeline import steps
+    from pipeline.config import load_config
+    from pipeline.grading.oracle import evidence_memo
+    from pipeline.rooms import store
+    from stages import rooms as rooms_stage
+    from tests.grading.test_agreement import _trajectory
+
+    cfg = load_config("tiny", [f"run.dir={tmp_path / 'run'}"])
+    rooms_stage.run(cfg)
+    con = db.connect(cfg.run.db_path)
+    try:
+        names = store.room_names(con)
+        assert steps.ladder(con, cfg, names)["rooms_scored"] == len(names)
+        assert steps.ladder(con, cfg, names)["rooms_scored"] == 0
+        ladder = db.fetch_dicts(con, "select * from room_ladder order by room_id, rung_index")
+        assert len(ladder) == len(names) * len(load_ladder())
+        first = store.load_room(con, names[0], with_text=True)
+        mine = {r["rung"]: r["headline"] for r in ladder if r["room_id"] == first.room_id}
+        assert mine["nothing"] < mine["everything"] < mine["best"]
+        rows = [_trajectory("t1", first.room_id), _trajectory("t2", first.room_id)]
+        rows[0]["memo"], rows[1]["memo"] = "", evidence_memo(first)
+        db.write_many(con, {"trajectories": rows})
+        steps.grade(con, cfg)
+        placed = {r["trajectory_id"]: r for r in db.fetch_dicts(con, "select * from trajectory_rungs")}
+        assert placed["t2"]["rung"] == "best"  # the oracle memo scores at least what the best program does
+        assert placed["t1"]["rung"] in ("below nothing", "nothing")
+    finally:
+        con.close()

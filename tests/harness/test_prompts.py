@@ -37,11 +37,11 @@ def test_variants_load():
 
 def test_worked_example_messages_are_marked(room):
     v = load_variant("worked_example")
-    assert [m["role"] for m in v.example] == ["user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in v.example] == ["user", "assistant", "user"]
     assert all(m["example"] is True for m in v.example)
     msgs = build_messages(v, room_info(room, variant=v))
-    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user", "user"]
-    assert [bool(m.get("example")) for m in msgs] == [False, True, True, True, True, True, False]
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "user"]
+    assert [bool(m.get("example")) for m in msgs] == [False, True, True, True, False]
     # The example is about another room; the task is about this one.
     assert "Heron Robotics" in msgs[1]["content"] and room.target["name"] in msgs[-1]["content"]
     assert all(set(m) == {"role", "content"} for m in strip_extra_keys(msgs))
@@ -54,8 +54,8 @@ def _example_program() -> str:
 
 
 def test_worked_example_shows_the_api_not_the_answer():
-    """It delegates, prints the facts and submits over two turns, reading part of the room and
-    joining nothing: no program of the ladder's `everything` rung or above."""
+    """It delegates, writes a line per fact and submits, reading part of the room and joining
+    nothing: no program of the ladder's `everything` rung or above."""
     program = _example_program()
     for piece in (
         "room.docs(category=",
@@ -63,7 +63,6 @@ def test_worked_example_shows_the_api_not_the_answer():
         "=== {d.path} ===",
         "llm_batch(",
         "json.loads(",
-        "print(",
         "submit(",
     ):
         assert piece in program, piece

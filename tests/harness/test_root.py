@@ -47,11 +47,6 @@ def episode(room, room_dir, root, sub, harness=None, sampling=None, **kw):
     )
 
 
-def delegation_program() -> list[str]:
-    """The worked example's turns: the pattern the prompt teaches (read part of the room, then submit)."""
-    return [m["content"] for m in load_variant("worked_example").example if m["role"] == "assistant"]
-
-
 def ladder_program(rung: str) -> str:
     """A rung of the program-check ladder as the root's turn (pipeline/grading/ladder.yaml)."""
     from pipeline.grading.program_check import load_ladder

@@ -116,11 +116,21 @@ def test_missing_assignment_is_detectable_only_by_absence(medium_room):
 
 
 def test_side_letter_is_referenced_but_missing(medium_room):
+    """A missing side letter is only mentioned (in board minutes); a filed one (the decoy) is in the room."""
+    filed = {c.entities[0] for c in medium_room.criteria if c.issue_kind == "decoy_side_letter_filed"}
     for c in medium_room.criteria:
         if c.issue_kind == "missing_side_letter" and c.kind == "absence":
-            mentions = [d.path for d in medium_room.documents if "side letter" in d.text.lower()]
+            (party,) = c.entities
+            assert party not in filed
+            mentions = [
+                d.path for d in medium_room.documents if f"side letter entered into with {party}" in d.text
+            ]
             assert mentions == [p for p in c.evidence_paths if "board_minutes" in p]
-            assert not any("side_letter" in d.path for d in medium_room.documents)
+            assert not any(
+                "side letter" in d.title.lower() and party in d.title for d in medium_room.documents
+            )
+    for party in filed:
+        assert any("side letter" in d.title.lower() and party in d.title for d in medium_room.documents)
 
 
 def test_documents_average_the_requested_size():

@@ -136,7 +136,7 @@ TOTALS: dict[str, tuple[str, tuple[str, ...], list[str]]] = {
         ("coc_termination", "debt_coc_default", "exec_cic_payment"),
         COC,
     ),
-    "total_claims": (
+    "total_contingent_liabilities": (
         "the contingent liabilities",
         ("pending_litigation", "tax_assessment"),
         ["contingent", "liabilit", "exposure"],

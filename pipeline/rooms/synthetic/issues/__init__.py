@@ -29,6 +29,7 @@ from pipeline.rooms.synthetic.issues.decoys import (
     decoy_debt_repaid,
     decoy_litigation_dismissed,
     decoy_permit_renewed,
+    decoy_side_letter_filed,
 )
 from pipeline.rooms.synthetic.issues.employment import exec_cic_payment, missing_ip_assignment
 from pipeline.rooms.synthetic.issues.liabilities import (
@@ -66,6 +67,7 @@ _DECOYS = [
     decoy_debt_repaid,
     decoy_litigation_dismissed,
     decoy_permit_renewed,
+    decoy_side_letter_filed,
 ]
 
 # kind -> (builder, documents it adds); the planner sorts the kinds, so this order is free

@@ -6,6 +6,7 @@ the clause, then the issue's criteria through ``Finding``.
 
 from __future__ import annotations
 
+from pipeline.grading.claim_kinds import NOT_IN_ROOM
 from pipeline.rooms.synthetic.context import Ctx
 from pipeline.rooms.synthetic.criteria import CONSENT, OBTAIN, Finding, phrases
 from pipeline.rooms.synthetic.documents import agreement, filed_agreement, filed_amendment, minutes
@@ -255,12 +256,7 @@ def missing_side_letter(ctx: Ctx, iid: str) -> None:
     )
     f.absence(
         f"The memo notes that the {short} side letter is not in the data room.",
-        [
-            ["side letter"],
-            phrases(
-                "missing; not in the data room; not included; not provided; absent; not found; no copy; not located; not been provided; not produced; not contained; not in the room"
-            ),
-        ],
+        [["side letter"], NOT_IN_ROOM],
         [mpath],
     )
     f.cite(f"The memo cites the board minutes {mpath} that refer to the {short} side letter.")

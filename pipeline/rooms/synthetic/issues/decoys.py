@@ -1,7 +1,9 @@
 """Decoys: documents that look like a planted issue but are resolved elsewhere in the room.
 
 A clause deleted by a later amendment, a consent already given, a loan already
-repaid, a suit dismissed, a permit renewed. Each decoy writes the apparent
+repaid, a suit dismissed, a permit renewed, a side letter the minutes mention
+that is filed in the room (its trap fails a memo that calls it missing: absence
+must be checked against the room, not assumed). Each decoy writes the apparent
 issue and the document that resolves it, and adds one trap criterion that
 fails a memo flagging the issue as live. The paragraph that states the
 apparent issue always holds every field of its trap, so a memo that pastes
@@ -17,10 +19,11 @@ from pipeline.rooms.synthetic.documents import (
     filed_agreement,
     filed_amendment,
     filed_letter,
+    minutes,
     permit_letter,
     report,
 )
-from pipeline.rooms.synthetic.templates import AGENCIES_ENV
+from pipeline.rooms.synthetic.templates import AGENCIES_ENV, money, slug
 
 
 def _coc_clause(short: str) -> str:
@@ -181,4 +184,42 @@ def decoy_permit_renewed(ctx: Ctx, did: str) -> None:
         forbidden=["renew", "reissued", "reinstated"],
         evidence=grant,
         evidence_paths=[npath, gpath],
+    )
+
+
+def decoy_side_letter_filed(ctx: Ctx, did: str) -> None:
+    party = ctx.counterparty()
+    short = party.short
+    rebate = ctx.rng.randrange(4, 120) * 25_000
+    sl_date, mdate = ctx.date_pair()
+    item = (
+        f"The Chief Executive Officer reported on the side letter entered into with {short} on {sl_date}, under "
+        f"which the Company agreed to pay {short} a volume rebate of {money(rebate)}; after discussion the Board "
+        "ratified the side letter."
+    )
+    mtext = minutes(ctx, mdate, [item])
+    year = mdate.rsplit(" ", 1)[1]
+    mpath = ctx.add(
+        "corporate",
+        f"board_minutes/{year}",
+        f"board_minutes_{slug(mdate)}.txt",
+        f"Board minutes {mdate}",
+        mtext,
+        "minutes",
+    )
+    letter_text = (
+        f"This side letter supplements the customer agreement between the Company and {short}. The Company shall "
+        f"pay {short} a volume rebate of {money(rebate)} for each contract year in which {short}'s orders exceed "
+        "the agreed volume, payable within thirty days after the end of that contract year."
+    )
+    lpath = filed_letter(ctx, party, "customers", sl_date, "Side letter", letter_text, "Side letter")
+    trap(
+        ctx,
+        did,
+        "decoy_side_letter_filed",
+        f"The memo does not call the {short} side letter missing: it is in the data room ({lpath}).",
+        entity=short,
+        forbidden=["is in the data room", "is in the room", "on file", "filed", "provided at"],
+        evidence=letter_text,
+        evidence_paths=[mpath, lpath],
     )
