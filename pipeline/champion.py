@@ -2,7 +2,8 @@
 
 It is the recipe's base policy until a candidate wins, and a candidate wins
 only when its paired held-out lift over the policy its round started from
-has a 95% interval above zero, measured over at least two held-out rooms.
+(same rooms, same seeds) has a 95% interval whose lower end exceeds
+``evaluate.min_effect``, measured over at least two held-out rooms.
 ``make distill`` is round 0 under the same rule (pipeline.round): it starts
 from the base, so when the base is still the champion the SFT policy that
 beats it becomes the champion, and the first nightly round samples the
@@ -40,14 +41,28 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str) -> None:
 MIN_LIFT_ROOMS = 2
 
 
-def beats(lift: dict | None) -> bool:
-    """The promotion rule: the paired lift's 95% interval, over at least two held-out rooms, lies above zero."""
+def beats(lift: dict | None, min_effect: float = 0.0) -> bool:
+    """The promotion rule: the paired lift's 95% interval, over at least two held-out rooms, lies above
+    ``min_effect``."""
     return bool(
         lift
         and lift.get("ci_low") is not None
-        and lift["ci_low"] > 0
+        and lift["ci_low"] > min_effect
         and (lift.get("n_rooms") or 0) >= MIN_LIFT_ROOMS
     )
+
+
+def reason(lift: dict | None, mde: float | None, min_effect: float) -> str:
+    """Why the rule promotes or not, in one line, with the design's minimum detectable effect beside it."""
+    if not lift or lift.get("ci_low") is None:
+        return "no paired lift to judge"
+    power = f"; this design detects {mde:.3f} with 80% power" if mde is not None else ""
+    where = f"lift {lift['value']:+.3f} [95% CI {lift['ci_low']:+.3f}, {lift['ci_high']:+.3f}]"
+    if (lift.get("n_rooms") or 0) < MIN_LIFT_ROOMS:
+        return f"{where} over {lift.get('n_rooms') or 0} room(s): fewer than {MIN_LIFT_ROOMS}{power}"
+    if lift["ci_low"] > min_effect:
+        return f"{where}: its lower end is above the minimum effect {min_effect:.3f}{power}"
+    return f"{where}: its lower end is not above the minimum effect {min_effect:.3f}{power}"
 
 
 def open_round(con: duckdb.DuckDBPyConnection, kind: str, start_policy_id: str) -> str:
@@ -92,7 +107,7 @@ def close_round(
     champion stays and the round says why rather than reporting a lift.
     """
     champ = current(con, cfg)
-    wins = beats(lift) and candidate_id != start_policy_id
+    wins = beats(lift, cfg.evaluate.min_effect) and candidate_id != start_policy_id
     if nothing_new:
         decision = "nothing_to_do"
     elif withheld:

@@ -312,6 +312,12 @@ class EvaluateConfig:
         "largest share of a policy's held-out episodes that may end (timeout or error) before the root's "
         "server returned a token; above it the lift is withheld and no policy is promoted",
     )
+    min_effect: float = _f(
+        0.02,
+        "a candidate is promoted only when the lower end of its lift's 95% interval exceeds this (headline "
+        "points): a lift that small is not worth an adapter, and the rule's A/A false-promotion rate falls "
+        "below its 2.5% level (docs/nightly.md)",
+    )
 
 
 @dataclass

@@ -4,9 +4,14 @@
 the base policy and each candidate with the same prompt, sampling
 parameters, subagents and judge, grades them with the reference judge, and
 writes per policy: the mean headline score with a 95% bootstrap interval
-over rooms, the paired difference to the base with its interval, pass rate
-by criterion kind, coverage, finished rate and the behaviour metrics
-(pipeline.metrics) read from the SQL views — rows of `evaluations`.
+over rooms; the lift, paired by room and seed (the i-th episode of a room
+has the same seed for every policy), with a studentised cluster-bootstrap
+interval (rooms, seeds nested: pipeline.stats.cluster_paired_ci), its minimum
+detectable effect at 80% power (``lift_mde``) and its pairs; the mean score of
+submitted episodes and the lift among them; the distinct programs per room
+(the effective sample size); pass rate by criterion kind, coverage, finished
+rate and the behaviour metrics (pipeline.metrics) read from the SQL views —
+rows of `evaluations`.
 
 An episode that ended before the root's server returned a single token
 (timeout or error) says nothing about the policy. When more than
@@ -75,6 +80,27 @@ def room_values(
         [policy_id, rooms],
     ).fetchall()
     return {r: float(v) for r, v in rows if v is not None}
+
+
+def paired_differences(
+    con: duckdb.DuckDBPyConnection, policy_id: str, base_policy_id: str, rooms: list[str]
+) -> dict[str, list[float]]:
+    """room -> the candidate's score minus the base's, one per sample index both policies have there.
+
+    Sample index i of a room is the same seed for every policy (pipeline.sampling.missing_jobs), so each
+    pair is one room and one seed; rooms keep their seeds nested for the cluster bootstrap.
+    """
+    rows = con.execute(
+        "select c.room_id, c.score - b.score from trajectory_scores as c join trajectory_scores as b "
+        "on b.room_id = c.room_id and b.sample_index = c.sample_index and b.purpose = c.purpose "
+        "where c.purpose = 'eval' and c.policy_id = ? and b.policy_id = ? and list_contains(?, c.room_id) "
+        "and c.score is not null and b.score is not null order by c.room_id, c.sample_index",
+        [policy_id, base_policy_id, rooms],
+    ).fetchall()
+    out: dict[str, list[float]] = {}
+    for room, d in rows:
+        out.setdefault(room, []).append(float(d))
+    return out
 
 
 def serving_failed_share(con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str]) -> float:
@@ -146,8 +172,12 @@ def evaluate_policies(
         if pid != base.policy_id and worst > cfg.evaluate.max_serving_failed:
             add(pid, "lift_withheld", worst)
         elif pid != base.policy_id and rates and base_rates:
-            diff, lo, hi, n = stats.paired_diff_ci(rates, base_rates, n_boot=B, seed=seed)
-            add(pid, "lift", diff, lo, hi, n)
+            pairs = paired_differences(con, pid, base.policy_id, rooms)
+            if pairs:
+                lift = stats.cluster_paired_ci(pairs, n_boot=B, seed=seed)
+                add(pid, "lift", lift["mean"], lift["lo"], lift["hi"], lift["n_rooms"])
+                add(pid, "lift_mde", lift["mde"], n=lift["n_rooms"])
+                add(pid, "lift_pairs", float(lift["n_pairs"]), n=lift["n_rooms"])
         submitted = room_values(con, pid, rooms, "submitted_score")
         if submitted:
             add(
@@ -167,6 +197,14 @@ def evaluate_policies(
                 diff, lo, hi, n = stats.paired_diff_ci(submitted, base_submitted, n_boot=B, seed=seed)
                 add(pid, "lift_submitted", diff, lo, hi, n)
         where, params = "policy_id = $pid and purpose = 'eval'", {"pid": pid}
+        programs = mart_in_rooms(con, "room_policy_programs", rooms, where, params)
+        if programs:  # the effective sample size: a room's k episodes may repeat one program
+            add(
+                pid,
+                "distinct_programs",
+                sum(r["distinct_programs"] for r in programs) / len(programs),
+                n=len(programs),
+            )
         for r in mart_in_rooms(con, "pass_rate_by_kind", rooms, where, params):
             add(pid, f"pass_rate:{r['kind']}", r["pass_rate"])
         summary = mart_in_rooms(con, "policy_summary", rooms, where, params)

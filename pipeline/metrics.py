@@ -81,6 +81,10 @@ def headline(rows: list[dict]) -> str:
         if "lift" in m:
             lf = m["lift"]
             line += f"; lift vs base {lf['value']:+.3f} [95% CI {lf['ci_low']:+.3f}, {lf['ci_high']:+.3f}]"
+        if "lift_mde" in m:
+            line += f"; minimum detectable effect {m['lift_mde']['value']:.3f} (80% power)"
+        if "distinct_programs" in m:
+            line += f"; {m['distinct_programs']['value']:.1f} distinct programs per room"
         if "lift_submitted" in m:
             ls = m["lift_submitted"]
             line += (

@@ -46,6 +46,7 @@ class Round:
     eval_id: str
     headline: str
     new_trajectories: int
+    reason: str = ""  # why the rule promoted or not, with the design's minimum detectable effect
 
     def counts(self) -> dict:
         return dataclasses.asdict(self)
@@ -82,6 +83,9 @@ def run_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, st
             nothing_new,
             ev.withheld(tr.policy_id),
         )
+        why = champion.reason(
+            ev.lift(tr.policy_id), ev.metric(tr.policy_id, "lift_mde"), cfg.evaluate.min_effect
+        )
     except BaseException:
         with contextlib.suppress(Exception):
             champion.fail_round(con, round_id)
@@ -97,6 +101,7 @@ def run_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, st
         eval_id=ev.eval_id,
         headline=ev.headline,
         new_trajectories=sampled.counts["sampled"],
+        reason=why,
     )
 
 
@@ -123,6 +128,9 @@ def run_rl_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str,
             trained.skipped and seen,
             ev.withheld(trained.policy_id),
         )
+        why = champion.reason(
+            ev.lift(trained.policy_id), ev.metric(trained.policy_id, "lift_mde"), cfg.evaluate.min_effect
+        )
     except BaseException:
         with contextlib.suppress(Exception):
             champion.fail_round(con, round_id)
@@ -138,6 +146,7 @@ def run_rl_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str,
         eval_id=ev.eval_id,
         headline=ev.headline,
         new_trajectories=int(trained.counts.get("rollouts", 0)),
+        reason=why,
     )
 
 

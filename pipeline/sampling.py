@@ -104,7 +104,9 @@ def missing_jobs(
         for i in range(k):
             if (room, i) not in have:
                 tid = trajectory_id(policy_id, room, purpose, i)
-                jobs.append(Job(room, i, tid, bucket(f"{seed}|{tid}", 1 << 32)))
+                # the seed names (room, purpose, index), not the policy: every policy's i-th episode of a
+                # room shares it, so a held-out comparison pairs the same room and seed
+                jobs.append(Job(room, i, tid, bucket(f"{seed}|{room}|{purpose}|{i}", 1 << 32)))
     return jobs
 
 

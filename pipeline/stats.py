@@ -13,6 +13,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
+from scipy.stats import t as student_t
 
 
 def _finite(values: Sequence[float | None]) -> np.ndarray:
@@ -109,3 +110,66 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     if expected >= 1.0:
         return None
     return (observed - expected) / (1 - expected)
+
+
+def cluster_paired_ci(
+    diffs: Mapping[Hashable, Sequence[float]], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> dict[str, float]:
+    """A paired lift over rooms with seeds nested: its mean, a studentised cluster-bootstrap interval,
+    its standard error and the minimum detectable effect.
+
+    ``diffs`` maps a room to its paired differences, one per seed (candidate minus base on the same room
+    and seed). The estimate is the mean over rooms of each room's mean difference: rooms count equally,
+    however many seeds each has. The interval is a bootstrap-t: each resample draws rooms with
+    replacement and, within each drawn room, its seeds with replacement (two stages, so both the
+    between-room and the within-room variance reach the interval), and studentises the resampled mean by
+    its own standard error, and is never narrower than Student's t on the room means; with few rooms
+    that is what keeps the interval honest where a percentile interval over five rooms was too narrow. ``mde`` is the smallest true lift this design finds with
+    80% power at a one-sided level of alpha / 2 (the normal approximation with the estimated standard
+    error). Keys: mean, lo, hi, se, mde, n_rooms, n_pairs.
+    """
+    rooms = [np.asarray([float(x) for x in v if x is not None and math.isfinite(x)]) for v in diffs.values()]
+    rooms = [r for r in rooms if r.size]
+    n = len(rooms)
+    if n == 0:
+        raise ValueError("cluster_paired_ci: no room has a paired difference")
+    means = np.array([r.mean() for r in rooms])
+    mean = float(means.mean())
+    z_power = 0.8416212335729143  # standard normal quantile of 0.8: the power the MDE is stated at
+    if n == 1:
+        return {"mean": mean, "lo": mean, "hi": mean, "se": 0.0, "mde": math.inf, "n_rooms": 1,
+                "n_pairs": int(rooms[0].size)}  # fmt: skip
+    se = float(means.std(ddof=1) / math.sqrt(n))
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, n, size=(n_boot, n))  # stage 1: rooms
+    sizes = {r.size for r in rooms}
+    if len(sizes) == 1:  # every room has k seeds: one array, no Python loop
+        k = sizes.pop()
+        grid = np.stack(rooms)[pick]  # (n_boot, n, k)
+        seeds = rng.integers(0, k, size=(n_boot, n, k))  # stage 2: seeds within each drawn room
+        m = np.take_along_axis(grid, seeds, axis=2).mean(axis=2)
+    else:
+        m = np.array(
+            [
+                [rooms[i][rng.integers(0, rooms[i].size, size=rooms[i].size)].mean() for i in row]
+                for row in pick
+            ]
+        )
+    s = m.std(axis=1, ddof=1) / math.sqrt(n)
+    ts = np.where(s > 0, (m.mean(axis=1) - mean) / np.where(s > 0, s, 1.0), 0.0)
+    q_lo, q_hi = np.quantile(ts, [alpha / 2, 1 - alpha / 2])
+    # never narrower than Student's t on the room means: the bootstrap-t alone promoted 3% of A/A
+    # comparisons at 5 and 20 rooms in the simulation test (one-sided level 2.5%)
+    t = float(student_t.ppf(1 - alpha / 2, n - 1))
+    q_lo, q_hi = min(float(q_lo), -t), max(float(q_hi), t)
+    lo, hi = (mean - q_hi * se, mean - q_lo * se) if se > 0 else (mean, mean)
+    z = q_hi
+    return {
+        "mean": mean,
+        "lo": float(min(lo, mean)),
+        "hi": float(max(hi, mean)),
+        "se": se,
+        "mde": (z + z_power) * se,
+        "n_rooms": n,
+        "n_pairs": int(sum(r.size for r in rooms)),
+    }

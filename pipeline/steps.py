@@ -176,6 +176,10 @@ class Evaluation:
     def lift(self, policy_id: str) -> dict | None:
         return next((r for r in self.rows if r["policy_id"] == policy_id and r["metric"] == "lift"), None)
 
+    def metric(self, policy_id: str, metric: str) -> float | None:
+        row = next((r for r in self.rows if r["policy_id"] == policy_id and r["metric"] == metric), None)
+        return None if row is None else row["value"]
+
     def withheld(self, policy_id: str) -> bool:
         """The lift was not measured: too many episodes got no reply from the root's server."""
         return any(r["policy_id"] == policy_id and r["metric"] == "lift_withheld" for r in self.rows)

@@ -27,7 +27,7 @@ from stages import report, rooms
 
 CHAMPION_LINES = {
     "promoted": "champion: {c} (its lift's interval lies above zero; nightly samples it)",
-    "kept_champion": "champion: {c} (the base; the lift's interval does not lie above zero, or covers one room)",
+    "kept_champion": "champion: {c} (the base; the rule's reason is on the line above)",
     "left_champion": "champion: {c} (set by a nightly round; distill leaves it)",
     "lift_withheld": "champion: {c} (kept: the lift was withheld, see the evaluation line above)",
     "nothing_to_do": "champion: {c} (nothing new since the last distill)",
@@ -45,6 +45,7 @@ def run(cfg: PipelineConfig) -> dict:
     path = Path(cfg.run.dir) / "report" / "report.html"
     print("\n" + "=" * 72)
     print(result.headline)
+    print(f"rule: {result.reason}")
     print(CHAMPION_LINES[result.decision].format(c=champ))
     print(f"wall time {wall / 60:.1f} min; report: {path}")
     return result.counts() | {"champion": champ, "wall_s": round(wall, 1), "report": str(path)}

@@ -55,5 +55,5 @@ def run(cfg: PipelineConfig) -> dict:
                     "nothing new to do: no new trajectories, same selection and dataset, candidate already evaluated"
                 )
             report.run(cfg)
-            print(f"nightly round {result.round_id}: {result.decision} (log: {log_path})")
+            print(f"nightly round {result.round_id}: {result.decision} ({result.reason}; log: {log_path})")
     return result.counts() | {"log": str(log_path)}

@@ -51,5 +51,5 @@ def run(cfg: PipelineConfig) -> dict:
             return steps.rl(con, cfg, cfg.rl.policy).counts
         start = load_policy(con, cfg.rl.policy, field="rl.policy")
         result = run_rl_round(con, cfg, "rl", start)
-    print(f"rl round {result.round_id}: {result.decision}")
+    print(f"rl round {result.round_id}: {result.decision} ({result.reason})")
     return result.counts()
