@@ -124,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="seed the adversarial memos are drawn from (0: the reproducible gate)",
     )
+    cal = sub.add_parser(
+        "calibrate",
+        help="A/A: the champion rule on a policy against itself, over random splits of its stored held-out "
+        "episodes; prints the false-promotion rate, exit 1 above 5%%",
+    )
+    cal.add_argument("--policy", default=None, help="policy id (default: the champion, printed)")
+    cal.add_argument("--trials", type=int, default=500, help="random A/A splits (default 500)")
     pc = sub.add_parser(
         "program-check",
         help="run the ladder of reference root programs through the harness and judge; exit 1 if a rung's "
@@ -245,6 +252,26 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         from pipeline.grading.known_answers import print_warehouse_check
 
         return print_warehouse_check(cfg.run.db_path, args.corpus, args.room, args.seed)
+    if args.command == "calibrate":
+        from pipeline import evaluation
+        from pipeline.calibration import aa_calibration, episode_scores, print_calibration
+
+        con = _open_warehouse(cfg, read_only=True)
+        try:
+            row = None if args.policy else con.execute("select policy_id from champion").fetchone()
+            if not args.policy and row is None:
+                raise UserError("calibrate: no champion yet; name the policy (--policy POLICY_ID)")
+            policy = args.policy or row[0]
+            if not args.policy:
+                print(f"calibrate: using the champion {policy}", file=sys.stderr)
+            scores = episode_scores(con, policy, evaluation.heldout_rooms(con))
+        finally:
+            con.close()
+        try:
+            result = aa_calibration(scores, policy, cfg.evaluate.min_effect, trials=args.trials, seed=cfg.run.seed)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        return print_calibration(result, cfg.evaluate.min_effect)
     if args.command == "program-check":
         from pipeline.grading.program_check import print_check
 
