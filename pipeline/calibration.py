@@ -33,7 +33,9 @@ class AAResult:
     mean_mde: float  # the minimum detectable effect of an A/A split (80% power)
 
 
-def episode_scores(con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str]) -> dict[str, list[float]]:
+def episode_scores(
+    con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str]
+) -> dict[str, list[float]]:
     """room -> the policy's held-out scores, one per episode, in sample-index order."""
     rows = con.execute(
         "select room_id, score from trajectory_scores where policy_id = ? and purpose = 'eval' "

@@ -268,7 +268,9 @@ def _dispatch(args: argparse.Namespace, cfg: PipelineConfig, argv: list[str]) ->
         finally:
             con.close()
         try:
-            result = aa_calibration(scores, policy, cfg.evaluate.min_effect, trials=args.trials, seed=cfg.run.seed)
+            result = aa_calibration(
+                scores, policy, cfg.evaluate.min_effect, trials=args.trials, seed=cfg.run.seed
+            )
         except ValueError as exc:
             raise UserError(str(exc)) from None
         return print_calibration(result, cfg.evaluate.min_effect)
