@@ -30,6 +30,7 @@ room's ladder, and the report shows where the root's programs land.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import tempfile
 import time
@@ -132,7 +133,7 @@ async def run_ladder(
 ) -> list[LadderRow]:
     """Every rung on every (room set, room), one at a time: the rows in (room, rung) order."""
     rungs = rungs or load_ladder()
-    harness = HarnessConfig(**{**harness.__dict__, "max_turns": 1})
+    harness = dataclasses.replace(harness, max_turns=1)  # each program submits in its one cell
     rows: list[LadderRow] = []
     # the ladder exports its own copy of each room: it never waits on, or writes into, a run folder
     with tempfile.TemporaryDirectory(prefix="rlm-ladder-") as tmp:
