@@ -298,15 +298,16 @@ def record_ladder(
     """Score the ladder on the named rooms that lack this ladder's rows (under this grader); each room's
     rows are written in one transaction. Returns counts: rooms scored and rooms already scored."""
     version, lhash = GRADER_VERSION, ladder_hash()
-    have = {
-        r
-        for (r,) in con.execute(
-            "select distinct room_id from ladder_scores where grader_version = ? and ladder_hash = ?",
-            [version, lhash],
+    # only the rooms still to score are loaded (with their texts): a round's rerun reads none
+    names = [
+        n
+        for (n,) in con.execute(
+            "select name from rooms where list_contains(?, name) and room_id not in "
+            "(select room_id from ladder_scores where grader_version = ? and ladder_hash = ?) order by name",
+            [room_names, version, lhash],
         ).fetchall()
-    }
-    rooms = [store.load_room(con, n, with_text=True) for n in room_names]
-    todo = [r for r in rooms if r.room_id not in have]
+    ]
+    todo = [store.load_room(con, n, with_text=True) for n in names]
     rungs = load_ladder()
     index = {r.name: i for i, r in enumerate(rungs)}
     subagent = make_backend(cfg.models.subagent)
@@ -334,4 +335,4 @@ def record_ladder(
                 ]
             },
         )
-    return {"rooms_scored": len(todo), "rooms_kept": len(rooms) - len(todo)}
+    return {"rooms_scored": len(todo), "rooms_kept": len(room_names) - len(todo)}

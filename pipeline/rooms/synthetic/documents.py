@@ -238,6 +238,20 @@ def filed_amendment(
     return ctx.add(category, party.slug, f"amendment_no_{number}_{party.slug}.txt", label, text, "amendment")
 
 
+def filed_minutes(ctx: Ctx, date: str, items: list[str]) -> str:
+    """Board minutes of ``date`` holding ``items``, filed as ``board_minutes/<year>/board_minutes_<date>.txt``."""
+    text = minutes(ctx, date, items)
+    year = date.rsplit(" ", 1)[1]
+    return ctx.add(
+        "corporate",
+        f"board_minutes/{year}",
+        f"board_minutes_{slug(date)}.txt",
+        f"Board minutes {date}",
+        text,
+        "minutes",
+    )
+
+
 def filed_letter(
     ctx: Ctx, party: Party, category: str, date: str, subject: str, para: str, label: str
 ) -> str:

@@ -9,7 +9,7 @@ templates (pipeline.rooms.synthetic.templates) avoid every trigger phrase.
 from __future__ import annotations
 
 from pipeline.rooms.synthetic.context import Ctx
-from pipeline.rooms.synthetic.documents import agreement, amendment, letter, minutes, piia, report
+from pipeline.rooms.synthetic.documents import agreement, amendment, filed_minutes, letter, piia, report
 from pipeline.rooms.synthetic.templates import money, slug
 
 # filler category -> relative weight (how much of an ordinary room each category takes)
@@ -133,23 +133,14 @@ def _year(ctx: Ctx) -> int:
 def _corporate(ctx: Ctx, pool, eng) -> None:
     r = ctx.rng.random()
     if r < 0.5:
-        d = ctx.date()
-        text = minutes(
+        filed_minutes(
             ctx,
-            d,
+            ctx.date(),
             [
                 f"The Chief Financial Officer presented the financial results for the quarter, "
                 f"reporting revenue of {money(ctx.rng.randrange(20, 900) * 100_000)} and a cash "
                 f"balance of {money(ctx.rng.randrange(10, 500) * 100_000)}."
             ],
-        )
-        ctx.add(
-            "corporate",
-            f"board_minutes/{d.rsplit(' ', 1)[1]}",
-            f"board_minutes_{slug(d)}.txt",
-            f"Board minutes {d}",
-            text,
-            "minutes",
         )
     elif r < 0.75:
         d = ctx.date()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pipeline.grading.claim_kinds import NOT_IN_ROOM
 from pipeline.rooms.synthetic.context import Ctx
 from pipeline.rooms.synthetic.criteria import CONSENT, OBTAIN, Finding, phrases
-from pipeline.rooms.synthetic.documents import agreement, filed_agreement, filed_amendment, minutes
+from pipeline.rooms.synthetic.documents import agreement, filed_agreement, filed_amendment, filed_minutes
 from pipeline.rooms.synthetic.templates import money, slug
 
 
@@ -239,16 +239,7 @@ def missing_side_letter(ctx: Ctx, iid: str) -> None:
         f"which the Company agreed to pay {short} a volume rebate of {money(rebate)} and granted {short} a right "
         "of first refusal on future product lines; after discussion the Board ratified the side letter."
     )
-    mtext = minutes(ctx, mdate, [item])
-    year = mdate.rsplit(" ", 1)[1]
-    mpath = ctx.add(
-        "corporate",
-        f"board_minutes/{year}",
-        f"board_minutes_{slug(mdate)}.txt",
-        f"Board minutes {mdate}",
-        mtext,
-        "minutes",
-    )
+    mpath = filed_minutes(ctx, mdate, [item])
     # the side letter itself is not in the room: the minutes are the evidence
     f = Finding(ctx, iid, "missing_side_letter", short, item, mpath)
     f.identify(

@@ -19,11 +19,11 @@ from pipeline.rooms.synthetic.documents import (
     filed_agreement,
     filed_amendment,
     filed_letter,
-    minutes,
+    filed_minutes,
     permit_letter,
     report,
 )
-from pipeline.rooms.synthetic.templates import AGENCIES_ENV, money, slug
+from pipeline.rooms.synthetic.templates import AGENCIES_ENV, money
 
 
 def _coc_clause(short: str) -> str:
@@ -197,16 +197,7 @@ def decoy_side_letter_filed(ctx: Ctx, did: str) -> None:
         f"which the Company agreed to pay {short} a volume rebate of {money(rebate)}; after discussion the Board "
         "ratified the side letter."
     )
-    mtext = minutes(ctx, mdate, [item])
-    year = mdate.rsplit(" ", 1)[1]
-    mpath = ctx.add(
-        "corporate",
-        f"board_minutes/{year}",
-        f"board_minutes_{slug(mdate)}.txt",
-        f"Board minutes {mdate}",
-        mtext,
-        "minutes",
-    )
+    mpath = filed_minutes(ctx, mdate, [item])
     letter_text = (
         f"This side letter supplements the customer agreement between the Company and {short}. The Company shall "
         f"pay {short} a volume rebate of {money(rebate)} for each contract year in which {short}'s orders exceed "
