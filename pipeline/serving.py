@@ -118,6 +118,10 @@ def command(cfg: PipelineConfig, spec: ServerSpec) -> list[str]:
     if "--dtype" in cfg.serve.args:
         raise ServeError("serve.args: give the servers' dtype as serve.dtype, not --dtype")
     argv += ["--dtype", server_dtype(cfg.serve.dtype)]
+    if not any(a.startswith("--logprobs-mode") for a in cfg.serve.args):
+        # The log-probabilities a request asks for (RL rollouts, models.root.return_tokens) are those of the
+        # distribution the token was sampled from (after temperature), which the trainer's loss compares with.
+        argv += ["--logprobs-mode", "processed_logprobs"]
     if not any(a == "--seed" or a.startswith("--seed=") for a in cfg.serve.args):
         # Each start its own sampling stream. A request without a seed (send_seed: false) samples from
         # the generator vLLM seeds with --seed, 0 unless given, so every fresh server replayed the same

@@ -195,7 +195,8 @@ class _Layout:
 
 _TRAJECTORY = _Layout(computed=_TRAJECTORY_COLUMNS, keyed=False)
 _TURNS = _Layout(
-    computed=[("turn_index", I32), ("new_messages", STR)],
+    # token_ids / token_logprobs: JSON arrays of what the server sampled (RL rollouts), else NULL.
+    computed=[("turn_index", I32), ("new_messages", STR), ("token_ids", STR), ("token_logprobs", STR)],
     copied=[
         ("completion", STR),
         ("code", STR),
@@ -366,7 +367,16 @@ def trace_rows(trace: Trace, *, room_id: str, policy_id: str, sample_index: int,
         "started_at": _micros(datetime.fromisoformat(trace.started_at) if trace.started_at else db.now()),
         "trace": trace_extras(trace),
     }
-    turn_rows = [(t.index, orjson.dumps(t.new_messages).decode(), *_TURNS.values(t)) for t in turns]
+    turn_rows = [
+        (
+            t.index,
+            orjson.dumps(t.new_messages).decode(),
+            _json(t.token_ids),
+            _json(t.token_logprobs),
+            *_TURNS.values(t),
+        )
+        for t in turns
+    ]
     call_rows = [(i, *_CALLS.values(c)) for i, c in enumerate(calls)]
     return TraceRows(
         trace.status,
@@ -374,6 +384,10 @@ def trace_rows(trace: Trace, *, room_id: str, policy_id: str, sample_index: int,
         PackedRows(turn_rows, _TURNS),
         PackedRows(call_rows, _CALLS),
     )
+
+
+def _json(value: list[Any] | None) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
 
 
 def _micros(t: datetime) -> int:
@@ -533,7 +547,7 @@ def load_traces(
         ).fetchall()
         turn_rows = con.execute(
             "select trajectory_id, turn_index, new_messages, completion, code, output, error, "
-            "prompt_tokens, completion_tokens, started_s, ended_s, reasoning "
+            "prompt_tokens, completion_tokens, started_s, ended_s, reasoning, token_ids, token_logprobs "
             "from turns join wanted_trajectories using (trajectory_id) order by trajectory_id, turn_index"
         ).fetchall()
         call_rows = []
@@ -567,8 +581,16 @@ def load_traces(
             submit_turn_started_s=extras.get("submit_turn_started_s", extras.get("memo_started_s")),
             sandbox_level=extras.get("sandbox_level"),
         )
-    for tid, index, messages, *rest in turn_rows:
-        out[tid].turns.append(Turn(index, orjson.loads(messages), *rest))
+    for tid, index, messages, *rest, token_ids, token_logprobs in turn_rows:
+        out[tid].turns.append(
+            Turn(
+                index,
+                orjson.loads(messages),
+                *rest,
+                token_ids=token_ids and orjson.loads(token_ids),
+                token_logprobs=token_logprobs and orjson.loads(token_logprobs),
+            )
+        )
     for tid, index, turn_index, depth, *rest in call_rows:
         out[tid].subcalls.append(Subcall(index, turn_index, depth, *rest))
     return out

@@ -107,6 +107,8 @@ class EpisodeRecorder:
             started_s=started_s,
             ended_s=self.now(),
             reasoning=comp.reasoning or None,
+            token_ids=comp.token_ids,
+            token_logprobs=comp.logprobs,
         )
         self.trace.turns.append(turn)
         return turn

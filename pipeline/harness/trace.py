@@ -26,6 +26,10 @@ class Turn:
     started_s: float = 0.0
     ended_s: float = 0.0
     reasoning: str | None = None  # the root's separate thinking, when its server returns one
+    # What the server sampled for this turn (models.root.return_tokens): the token ids, stop string and
+    # end-of-turn token included, and each one's log-probability. None when not asked for.
+    token_ids: list[int] | None = None
+    token_logprobs: list[float | None] | None = None
 
 
 @dataclass

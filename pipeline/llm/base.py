@@ -35,6 +35,10 @@ class Completion:
     reasoning: str = (
         ""  # a reasoning model's separate thinking (e.g. GLM's reasoning_content), kept in traces
     )
+    # The token ids the server sampled and each one's log-probability under the sampling distribution
+    # (BackendConfig.return_tokens); None when not asked for or the server cannot say.
+    token_ids: list[int] | None = None
+    logprobs: list[float | None] | None = None
 
 
 @dataclass

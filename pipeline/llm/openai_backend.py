@@ -34,6 +34,14 @@ back; ``transformers serve`` keeps it already. A reasoning model's separate
 thinking (``reasoning_content``, or ``reasoning`` in newer vLLM) is kept in
 ``Completion.reasoning``.
 
+With ``return_tokens`` (RL rollouts) each request also asks for the sampled
+token ids (vLLM's ``return_token_ids``) and their log-probabilities
+(``logprobs``); the completion carries them as they were sampled, stop string
+and end-of-turn token included, so GRPO trains exactly those tokens. vLLM
+reports the log-probabilities of the sampling distribution (after temperature
+and top-p) only when the server runs with ``--logprobs-mode
+processed_logprobs``, which `pipeline serve` gives it.
+
 A server that stops answering (connection refused or dropped on every
 retry) raises ``ServerUnavailable``: that is the deployment failing, not the
 model, so the sampler stops with one line instead of recording trajectories
@@ -155,6 +163,8 @@ class OpenAIBackend:
         response_format = getattr(params, "response_format", None)
         if response_format:
             body["response_format"] = response_format
+        if self.cfg.return_tokens:
+            body.update(logprobs=True, top_logprobs=0, return_token_ids=True)
         if self.cfg.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -203,6 +213,8 @@ class OpenAIBackend:
         """The server-sent chunks of one streamed reply, folded into the shape of a plain reply."""
         text: list[str] = []
         reasoning: list[str] = []
+        token_ids: list[int] = []
+        logprobs: list[float | None] = []
         choice: dict[str, Any] = {}
         data: dict[str, Any] = {}
         done = False
@@ -230,12 +242,17 @@ class OpenAIBackend:
                 delta = c.get("delta") or {}
                 text.append(delta.get("content") or "")
                 reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
+                token_ids.extend(c.get("token_ids") or ())
+                logprobs.extend(x.get("logprob") for x in (c.get("logprobs") or {}).get("content") or ())
                 for key in ("finish_reason", "stop_reason"):
                     if c.get(key) is not None:
                         choice[key] = c[key]
         if not done and "finish_reason" not in choice:
             raise _Retryable("the stream ended before the reply did")
         message = {"role": "assistant", "content": "".join(text), "reasoning_content": "".join(reasoning)}
+        if token_ids:
+            choice["token_ids"] = token_ids
+            choice["logprobs"] = {"content": [{"logprob": x} for x in logprobs]}
         return {**data, "choices": [{**choice, "message": message}]}
 
     async def complete(self, messages: list[dict[str, str]], params: GenerationParams) -> Completion:
@@ -278,6 +295,7 @@ class OpenAIBackend:
             text += (
                 matched  # vLLM drops the stop string it matched; the harness sees it, as from every backend
             )
+        token_ids, logprobs = _sampled_tokens(choice) if self.cfg.return_tokens else (None, None)
         usage = data.get("usage") or {}
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
@@ -292,7 +310,23 @@ class OpenAIBackend:
             model=data.get("model") or self.name,
             finish_reason=choice.get("finish_reason") or "",
             reasoning=message.get("reasoning_content") or message.get("reasoning") or "",
+            token_ids=token_ids,
+            logprobs=logprobs,
         )
+
+
+def _sampled_tokens(choice: dict[str, Any]) -> tuple[list[int] | None, list[float | None] | None]:
+    """(token ids, log-probabilities) of one choice, or (None, None) when the server returned no ids.
+
+    A server that gives ids without one log-probability per id gives None for the log-probabilities:
+    a partial list could not be lined up with the tokens.
+    """
+    ids = choice.get("token_ids")
+    if not ids:
+        return None, None
+    content = (choice.get("logprobs") or {}).get("content") or []
+    lps = [x.get("logprob") for x in content]
+    return [int(i) for i in ids], (lps if len(lps) == len(ids) else None)
 
 
 def make_openai(cfg: BackendConfig) -> OpenAIBackend:

@@ -440,8 +440,9 @@ def rl_section(
             )
         )
     headers = [
-        "rl run", "step", "rollouts", "reward [95% band]", "zero-adv. groups", "loss", "grad norm",
-        "copied memos", "over budget", "rollout s", "grade s", "sync s", "update s",
+        "rl run", "step", "rollouts", "reward [95% band]", "zero-adv. groups", "replacements (used)", "failed",
+        "IS ratio mean / max / clipped", "probe", "loss", "grad norm", "copied memos", "over budget", "watch",
+        "rollout s", "grade s", "sync s", "update s",
     ]  # fmt: skip
     rows = [
         [
@@ -450,10 +451,15 @@ def rl_section(
             str(r["n_rollouts"]),
             f"{fmt(r['reward_mean'], 'num2')} [{fmt(r['reward_band_low'], 'num2')}, {fmt(r['reward_band_high'], 'num2')}]",
             pct(r["zero_advantage_share"]),
+            f"{fmt(r.get('n_replacement_groups'), 'int')} ({fmt(r.get('n_replaced'), 'int')})",
+            fmt(r.get("n_failed"), "int"),
+            f"{fmt(r.get('ratio_mean'), 'num2')} / {fmt(r.get('ratio_max'), 'num2')} / {pct(r.get('ratio_clipped_share'))}",
+            fmt(r.get("probe_logprob_diff"), "num2"),
             fmt(r["loss"], "num2"),
             fmt(r["grad_norm"], "num2"),
             str(r["n_copied"]),
             str(r["n_over_budget"]),
+            "—" if r.get("watch") is None else (r["watch"] or "ok"),
             fmt(r["rollout_s"], "num1"),
             fmt(r["grade_s"], "num1"),
             fmt(r["sync_s"], "num1"),
@@ -466,8 +472,12 @@ def rl_section(
         Table(
             headers,
             rows,
-            "Reward-hacking watch: memos the judge set aside as copied from the room, "
-            "and memos past the reading budget, per step.",
+            "Per step: groups drawn on other rooms for flat ones (and how many took a flat group's place); "
+            "rollouts that failed on the server (no reward, no advantage); the importance ratio "
+            "trainer / sampler probability of the root's tokens (mean, max, share clipped at rl.importance_cap); "
+            "the weight probe (nats per token between the server's module and the trainer); the reward-hacking "
+            "watch: memos the judge set aside as copied from the room, memos past the reading budget, and the "
+            "rl.watch thresholds the step crossed.",
         )
     )
     for rl_id, rows_ in steps.items():

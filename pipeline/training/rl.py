@@ -36,13 +36,12 @@ interrupted step already wrote are found again, not sampled twice.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -50,39 +49,27 @@ import duckdb
 
 from pipeline import db
 from pipeline.config import ConfigError, PipelineConfig
-from pipeline.errors import UserError
-from pipeline.ids import bucket, content_hash, stable_id
-from pipeline.policies import Policy, load_policy, register_policy, root_backend_config
+from pipeline.ids import content_hash, stable_id
+from pipeline.policies import (
+    Policy,
+    adapter_weights_hash,
+    load_policy,
+    register_policy,
+)
 from pipeline.run_folder import resolve_path, stored_path
 from pipeline.stats import bootstrap_mean_ci
 from pipeline.training import base_model_path
-from pipeline.training.rollouts import (
-    Episode,
-    LivePolicy,
-    make_rollout_func,
-    reward_from_rollout,
-    shared_rollouts,
+from pipeline.training.rollouts import make_rollout_func, reward_from_rollout, shared_rollouts
+from pipeline.training.room_rollouts import (
+    RLError,
+    RLPlan,
+    RoomRollouts,
+    StepStats,
+    rollout_sampling,
+    step_policy,
 )
 
 GENERATION_MODES = ("auto", "in_process", "server")
-PURPOSE = "rl"
-# sample_index of a rollout: step * SLOTS + slot, unique per (sampling policy, room, purpose).
-SLOTS = 100_000
-
-
-class RLError(UserError):
-    """An RL run that cannot start as configured."""
-
-
-@dataclass
-class RLPlan:
-    rl_id: str
-    config_hash: str
-    start: Policy
-    generation: str  # in_process | server
-    adapter_dir: str  # absolute
-    rooms: list[str]
-    status: str | None  # None: never started; running | failed | ok
 
 
 def config_hash(cfg: PipelineConfig) -> str:
@@ -91,7 +78,17 @@ def config_hash(cfg: PipelineConfig) -> str:
     # rl.steps is left out: running again with more steps continues the same run from its last checkpoint.
     # rl.skip_flat_groups and rl.pack_shared_prefix are left out too: they change which passes run
     # and how a pass lays out its tokens, not the update they give (up to float rounding).
-    for key in ("policy", "evaluate", "steps", "skip_flat_groups", "pack_shared_prefix"):
+    # rl.watch, rl.probe_tolerance and rl.max_redo decide whether a step runs, not what it trains.
+    for key in (
+        "policy",
+        "evaluate",
+        "steps",
+        "skip_flat_groups",
+        "pack_shared_prefix",
+        "watch",
+        "probe_tolerance",
+        "max_redo",
+    ):
         r.pop(key, None)
     if not r.get("overlap_weight"):
         r.pop("overlap_weight", None)  # off: the hash of a run started before the term existed is unchanged
@@ -120,6 +117,15 @@ def check_config(cfg: PipelineConfig, num_processes: int = 1) -> None:
     for key in ("coverage_weight", "overlap_weight"):
         if getattr(r, key) < 0:
             raise ConfigError(f"rl.{key} ({getattr(r, key)}) must be >= 0: the term pays for a behaviour")
+    if r.top_p != 1.0:
+        raise ConfigError(
+            f"rl.top_p ({r.top_p}): RL rollouts sample at top-p 1; TRL's loss scores tokens under the full "
+            "distribution at the sampling temperature and cannot score a nucleus"
+        )
+    if r.importance_cap and r.importance_cap < 1:
+        raise ConfigError(f"rl.importance_cap ({r.importance_cap}) must be 0 (off) or at least 1")
+    if r.max_replacement_groups < 0 or r.max_redo < 0:
+        raise ConfigError("rl.max_replacement_groups and rl.max_redo must be >= 0")
     per = r.micro_batch * num_processes
     if r.micro_batch < 1 or r.rollouts_per_step % per:
         raise ConfigError(
@@ -154,221 +160,19 @@ def make_plan(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, start_policy_
     )
 
 
-def step_policy(cfg: PipelineConfig, plan: RLPlan, step: int) -> Policy:
-    """The policy whose weights sample step ``step``: the start policy, then the adapter after step-1."""
-    if step <= 1:
-        return plan.start
-    return dataclasses.replace(
-        plan.start,
-        adapter=stored_path(cfg.run.dir, Path(plan.adapter_dir) / "steps" / f"step-{step - 1}"),
-        parent_id=plan.start.policy_id,
-        train_id=plan.rl_id,
-    )
-
-
-# --------------------------------------------------------------------------- rollouts on rooms
-
-
-@dataclass
-class StepStats:
-    """What one step's rollouts measured, kept until the step's update is logged."""
-
-    step: int
-    sampling_policy_id: str
-    rewards: list[float]
-    groups: int
-    zero_advantage_share: float
-    n_copied: int
-    n_over_budget: int
-    rollout_s: float
-    grade_s: float
-    tokens: int = 0
-    trained_tokens: int = 0
-    n_skipped: int | None = None  # rollouts the update left out (flat groups); None: skipping was off
-    update_tokens: int | None = None  # tokens the update ran through the model; None: not packing
-    rollout_ended: float = 0.0  # time.monotonic() when rollout_func returned
-    sync_s: float = 0.0
-    logs: dict[str, float] = field(default_factory=dict)
-
-
-def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """trajectory id -> the reference judge's newest grade (headline, quoted_words, cut), its probe
-    coverage (the share of the room that reached any model; None before coverage was measured) and
-    whether its memo was begun before the subagent call that returned last had come back."""
-    rows = db.fetch_dicts(
-        con,
-        """
-        with coverage as (
-            select trajectory_id, n_seen / greatest(n_probes, 1) as coverage
-            from coverage
-            where scope = 'all' and grouping = 'total' and list_contains(?, trajectory_id)
-        )
-        select m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage, t.memo_before_delegation_done
-        from memo_scores as m
-        left join coverage as c using (trajectory_id)
-        left join stg_trajectories as t using (trajectory_id)
-        where m.judge = 'reference' and list_contains(?, m.trajectory_id)
-        qualify row_number() over (partition by m.trajectory_id order by m.grader_version desc) = 1
-        """,
-        [ids, ids],
-    )
-    return {r["trajectory_id"]: r for r in rows}
-
-
-def reward(score: dict[str, Any], coverage_weight: float = 0.0, overlap_weight: float = 0.0) -> float:
-    """A rollout's reward: the judge's headline (0 for a memo the judge never scored), plus two optional
-    terms, both off by default as in the reference report:
-
-    - ``coverage_weight`` x its probe coverage (rl.coverage_weight);
-    - ``overlap_weight`` x the headline when the root began its memo while subagents were still reading
-      (rl.overlap_weight). It scales the headline rather than adding a constant, so a memo begun early
-      that the judge does not pay earns nothing: the term rewards overlapping good work, not early text.
-    """
-    headline = score.get("headline") or 0.0
-    total = headline
-    if coverage_weight:
-        total += coverage_weight * (score.get("coverage") or 0.0)
-    if overlap_weight and score.get("memo_before_delegation_done"):
-        total += overlap_weight * headline
-    return total
-
-
-def _zero_advantage_share(rewards: list[float], group: int) -> float:
-    groups = [rewards[i : i + group] for i in range(0, len(rewards), group)]
-    return sum(max(g) - min(g) < 1e-12 for g in groups) / max(1, len(groups))
-
-
-class RoomRollouts:
-    """TRL prompts (room names) -> real harness episodes, stored and graded; one ``Episode`` each."""
-
-    def __init__(
-        self, con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan, tokenizer: Any
-    ) -> None:
-        self.con, self.cfg, self.plan, self.tokenizer = con, cfg, plan, tokenizer
-        self.pending: StepStats | None = None
-
-    def __call__(self, prompts: list[Any], trainer: Any) -> list[Episode]:
-        from pipeline.rooms import store
-        from pipeline.sampling import Job
-        from pipeline.trace_store import load_traces, trajectory_id
-
-        step = trainer.state.global_step + 1
-        policy = step_policy(self.cfg, self.plan, step)
-        register_policy(self.con, policy)
-        rooms = [str(p) for p in prompts]
-        jobs = []
-        for slot, room in enumerate(rooms):
-            index = step * SLOTS + slot
-            tid = trajectory_id(policy.policy_id, room, PURPOSE, index)
-            jobs.append(Job(room, index, tid, bucket(f"{self.cfg.run.seed}|{tid}", 1 << 32)))
-        have = self._existing([j.trajectory_id for j in jobs])
-        todo = [j for j in jobs if j.trajectory_id not in have]
-        t0 = time.monotonic()
-        if todo:
-            loaded = {name: store.load_room(self.con, name) for name in sorted({j.room for j in todo})}
-            asyncio.run(self._episodes(policy, todo, loaded, trainer))
-        rollout_s = time.monotonic() - t0
-
-        t1 = time.monotonic()
-        from pipeline.grading.grade_run import grade_reference
-
-        ids = [j.trajectory_id for j in jobs]
-        grade_reference(self.con, self.cfg, only=set(ids))
-        scores = rollout_scores(self.con, ids)
-        grade_s = time.monotonic() - t1
-
-        rewards = [
-            reward(scores.get(t, {}), self.cfg.rl.coverage_weight, self.cfg.rl.overlap_weight) for t in ids
-        ]
-        with db.transaction(self.con):
-            self.con.executemany(
-                "insert into rl_rollouts (rl_id, step, slot, room_id, trajectory_id, reward) values (?, ?, ?, ?, ?, ?) "
-                # A step redone after a kill records what it trains on now.
-                "on conflict do update set room_id = excluded.room_id, trajectory_id = excluded.trajectory_id, "
-                "reward = excluded.reward",
-                [
-                    [self.plan.rl_id, step, s, j.room, j.trajectory_id, r]
-                    for s, (j, r) in enumerate(zip(jobs, rewards, strict=True))
-                ],
-            )
-        traces = load_traces(self.con, ids, subcalls=False)
-        group = trainer.num_generations
-        self.pending = StepStats(
-            step=step,
-            sampling_policy_id=policy.policy_id,
-            rewards=rewards,
-            groups=len(ids) // group,
-            zero_advantage_share=_zero_advantage_share(rewards, group),
-            n_copied=sum(bool(scores.get(t, {}).get("quoted_words")) for t in ids),
-            n_over_budget=sum(bool(scores.get(t, {}).get("cut")) for t in ids),
-            rollout_s=rollout_s,
-            grade_s=grade_s,
-        )
-        return [
-            Episode(traces[t].messages() if t in traces else [], r)
-            for t, r in zip(ids, rewards, strict=False)
-        ]
-
-    def _existing(self, ids: list[str]) -> set[str]:
-        rows = self.con.execute(
-            "select trajectory_id from trajectories where list_contains(?, trajectory_id)", [ids]
-        ).fetchall()
-        return {r[0] for r in rows}
-
-    async def _episodes(self, policy: Policy, jobs: list[Any], rooms: dict[str, Any], trainer: Any) -> None:
-        """Run ``jobs`` like the sampler does (same harness, sandbox, subagents), each written whole when it ends."""
-        from pipeline.llm.base import make_backend
-        from pipeline.rooms.probes import ProbeIndex
-        from pipeline.sampling import error_trace, export_dir, finished_rows, run_trajectory
-        from pipeline.trace_store import TraceWriter
-
-        cfg = self.cfg
-        dirs = {name: export_dir(cfg, room) for name, room in rooms.items()}
-        indexes = {name: ProbeIndex(room.probes) for name, room in rooms.items()}
-        writer = TraceWriter(self.con)
-        sub = make_backend(cfg.models.subagent)
-        live = None
-        if self.plan.generation == "in_process":
-            live = LivePolicy(trainer, root_backend_config(policy, cfg), self.tokenizer, policy.policy_id)
-            root = live.__enter__()
-        else:
-            from pipeline.policies import serve_policy
-
-            # A resumed run talks to a server that may not serve this step's module yet.
-            serve_policy(policy, cfg)
-            root = make_backend(root_backend_config(policy, cfg))
-        gate = asyncio.Semaphore(cfg.sample.concurrency)
-
-        async def one(job: Any) -> None:
-            async with gate:
-                t0 = time.monotonic()
-                try:
-                    trace = await run_trajectory(cfg, rooms[job.room], dirs[job.room], root, sub, policy, job)
-                except Exception as exc:  # noqa: BLE001 - recorded like the sampler records it
-                    trace = error_trace(job, policy, exc, t0)
-                writer.add(
-                    *finished_rows(trace, rooms[job.room], indexes[job.room], job, policy.policy_id, PURPOSE)
-                )
-                writer.flush()
-
-        try:
-            await asyncio.gather(*(one(j) for j in jobs))
-        finally:
-            await sub.aclose()
-            if live is not None:
-                live.__exit__(None, None, None)
-            else:
-                await root.aclose()
-
-
 # --------------------------------------------------------------------------- the trainer
 
 
-def grpo_config(cfg: PipelineConfig, output_dir: str, num_processes: int = 1) -> Any:
+def grpo_config(
+    cfg: PipelineConfig, output_dir: str, num_processes: int = 1, sampling: dict[str, Any] | None = None
+) -> Any:
+    """TRL's GRPOConfig; ``sampling`` is the rollouts' (rollout_sampling): the loss scores tokens at its
+    temperature and top-p, the distribution the server sampled them from."""
     import torch
     from trl import GRPOConfig
 
     r = cfg.rl
+    sampling = sampling or {}
     on_gpu = torch.cuda.is_available()
     kwargs: dict[str, Any] = {
         "output_dir": output_dir,
@@ -392,6 +196,12 @@ def grpo_config(cfg: PipelineConfig, output_dir: str, num_processes: int = 1) ->
         "gradient_checkpointing": r.gradient_checkpointing,
         "disable_tqdm": True,
         "use_vllm": False,  # rollouts come from rollout_func; the server is synced by adapter, not NCCL
+        "temperature": float(sampling.get("temperature", cfg.sampling.temperature)),
+        "top_p": float(sampling.get("top_p", r.top_p)),
+        # Truncated importance sampling against the sampler's log-probabilities (pipeline.training.importance).
+        "vllm_importance_sampling_correction": r.importance_cap > 0,
+        "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_clip_max": r.importance_cap or 3.0,
     }
     kwargs.update(r.extra)
     try:
@@ -414,6 +224,7 @@ class _StepRecorder:
     def __init__(self, con, cfg: PipelineConfig, plan: RLPlan, runner: RoomRollouts) -> None:
         self.con, self.cfg, self.plan, self.runner = con, cfg, plan, runner
         self.trainer: Any = None  # set once the trainer exists: how many rollouts its update left out
+        self.stopped: str | None = None  # the watch flag that stopped the run (rl.watch.stop)
 
     def callback(self) -> Any:
         from transformers import TrainerCallback
@@ -425,7 +236,7 @@ class _StepRecorder:
                 rec.step_end(state, model)
 
             def on_log(self, args, state, control, logs=None, **kwargs):
-                rec.log(state, logs or {})
+                rec.log(state, logs or {}, control)
 
         return RLSteps()
 
@@ -438,6 +249,11 @@ class _StepRecorder:
             stats.n_skipped = self.trainer.skipped_in_step
         if getattr(self.trainer, "pack_reason", "off") is None:
             stats.update_tokens = self.trainer.packed_tokens
+        stats.logs.update(
+            {k: v for k, v in self.trainer.ratio_stats.row().items() if v is not None}
+            if hasattr(self.trainer, "ratio_stats")
+            else {}
+        )
         t0 = time.monotonic()
         step = state.global_step
         folder = Path(self.plan.adapter_dir) / "steps" / f"step-{step}"
@@ -453,7 +269,28 @@ class _StepRecorder:
                 unload_lora_module(url, prev.lora_module)
         stats.sync_s = time.monotonic() - t0
 
-    def log(self, state: Any, logs: dict[str, Any]) -> None:
+    def watch(self, stats: StepStats, reward_mean: float | None) -> list[str]:
+        """The reward-hacking watch's flags for one step (rl.watch); empty when none."""
+        w = self.cfg.rl.watch
+        n = max(1, stats.n_rollouts)
+        flags = []
+        if stats.n_copied / n > w.max_copied_share:
+            flags.append(f"copied memos {stats.n_copied}/{n} > {w.max_copied_share:g}")
+        if stats.n_over_budget / n > w.max_over_budget_share:
+            flags.append(f"over-budget memos {stats.n_over_budget}/{n} > {w.max_over_budget_share:g}")
+        prev = self.con.execute(
+            "select reward_mean from rl_steps where rl_id = ? and step = ?", [self.plan.rl_id, stats.step - 1]
+        ).fetchone()
+        if (
+            reward_mean is not None
+            and prev
+            and prev[0] is not None
+            and reward_mean - prev[0] > w.max_reward_jump
+        ):
+            flags.append(f"reward jump {reward_mean - prev[0]:+.3f} > {w.max_reward_jump:g}")
+        return flags
+
+    def log(self, state: Any, logs: dict[str, Any], control: Any = None) -> None:
         stats = self.runner.pending
         if stats is None or "loss" not in logs or stats.step != state.global_step:
             return
@@ -465,7 +302,7 @@ class _StepRecorder:
             "rl_id": self.plan.rl_id,
             "step": stats.step,
             "sampling_policy_id": stats.sampling_policy_id,
-            "n_rollouts": len(r),
+            "n_rollouts": stats.n_rollouts or len(r),
             "reward_mean": statistics.fmean(r) if r else None,
             "reward_std": statistics.pstdev(r) if len(r) > 1 else 0.0,
             "reward_min": min(r) if r else None,
@@ -486,8 +323,18 @@ class _StepRecorder:
             "update_s": stats.logs.get("update_s"),
             "n_skipped": stats.n_skipped,
             "update_tokens": stats.update_tokens,
+            "ratio_mean": stats.logs.get("ratio_mean"),
+            "ratio_max": stats.logs.get("ratio_max"),
+            "ratio_clipped_share": stats.logs.get("ratio_clipped_share"),
+            "n_failed": stats.n_failed,
+            "n_redone": stats.n_redone,
+            "n_replacement_groups": stats.n_replacement_groups,
+            "n_replaced": stats.n_replaced,
+            "probe_logprob_diff": stats.probe_diff,
             "finished_at": db.now(),
         }
+        flags = self.watch(stats, row["reward_mean"])
+        row["watch"] = "; ".join(flags)
         with db.transaction(self.con):
             # A step redone after a kill (its checkpoint was not written) replaces its row.
             self.con.execute(
@@ -497,13 +344,28 @@ class _StepRecorder:
         band = f" [95% CI {ci_low:.3f}, {ci_high:.3f}]" if r else ""
         skipped = f" ({stats.n_skipped} flat-group rollouts left out)" if stats.n_skipped else ""
         ran = f" over {stats.update_tokens} tokens" if stats.update_tokens is not None else ""
+        mean = f"{row['reward_mean']:.3f}" if r else "n/a"
+        failed = (
+            f", {stats.n_failed} failed ({stats.n_redone} redone)" if stats.n_failed or stats.n_redone else ""
+        )
+        ratio = (
+            f"ratio mean {row['ratio_mean']:.3f} max {row['ratio_max']:.2f} clipped {row['ratio_clipped_share']:.1%}"
+            if row["ratio_mean"] is not None
+            else "ratio n/a"
+        )
+        probe = f", probe {stats.probe_diff:.3f}" if stats.probe_diff is not None else ""
         print(
-            f"rl step {stats.step}: reward {row['reward_mean']:.3f}{band} (sd {row['reward_std']:.3f}, "
-            f"{len(r)} rollouts), rollout {stats.rollout_s:.1f}s grade {stats.grade_s:.1f}s "
+            f"rl step {stats.step}: reward {mean}{band} (sd {row['reward_std']:.3f}, {row['n_rollouts']} rollouts"
+            f"{failed}), flat groups {stats.zero_advantage_share:.0%} of {stats.groups} "
+            f"(replacements drawn {stats.n_replacement_groups}, used {stats.n_replaced}), {ratio}{probe}, "
+            f"watch {row['watch'] or 'ok'}; rollout {stats.rollout_s:.1f}s grade {stats.grade_s:.1f}s "
             f"sync {stats.sync_s:.1f}s update {row['update_s']:.1f}s{ran}{skipped}",
             flush=True,
         )
         self.runner.pending = None
+        if flags and self.cfg.rl.watch.stop and control is not None:
+            self.stopped = f"step {stats.step}: {row['watch']}"
+            control.should_training_stop = True
 
 
 def _mark_running(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan) -> None:
@@ -583,7 +445,7 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
     try:
         base = base_model_path(plan.start.base_model, cfg.serve.models)
         tokenizer = AutoTokenizer.from_pretrained(base)
-        args = grpo_config(cfg, str(ckpt_dir), state.num_processes)
+        args = grpo_config(cfg, str(ckpt_dir), state.num_processes, rollout_sampling(cfg, plan.start))
         model, peft_config = start_model(
             cfg,
             plan.start,
@@ -605,6 +467,7 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
 
         trainer_cls = trainer_class(cfg.rl.pack_shared_prefix, cfg.rl.skip_flat_groups)
         trainer = trainer_cls(
+            importance_cap=cfg.rl.importance_cap,
             model=model,
             reward_funcs=[reward_from_rollout],
             args=args,
@@ -644,7 +507,7 @@ def fit(con: duckdb.DuckDBPyConnection | None, cfg: PipelineConfig, plan: RLPlan
             "rollouts_trained": sum(received),
             "seconds": round(seconds, 2),
         }
-    return _record_policy(con, cfg, plan, seconds, resume)
+    return _record_policy(con, cfg, plan, seconds, resume, recorder.stopped)
 
 
 def _counted(runner: RoomRollouts, tokenizer: Any, max_length: int) -> Any:
@@ -695,13 +558,21 @@ def follow() -> dict[str, Any]:
 
 
 def _record_policy(
-    con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, plan: RLPlan, seconds: float, resume: str | None
+    con: duckdb.DuckDBPyConnection,
+    cfg: PipelineConfig,
+    plan: RLPlan,
+    seconds: float,
+    resume: str | None,
+    stopped: str | None = None,
 ) -> dict[str, Any]:
+    # The trained policy samples as its start did (the rollouts' top-p is the loss's business), and names
+    # its weights, so its LoRA module is never another run's.
     policy = dataclasses.replace(
         plan.start,
         adapter=stored_path(cfg.run.dir, plan.adapter_dir),
         parent_id=plan.start.policy_id,
         train_id=plan.rl_id,
+        weights=adapter_weights_hash(plan.adapter_dir),
     )
     (Path(plan.adapter_dir) / "rl_run.json").write_text(
         json.dumps(
@@ -721,10 +592,15 @@ def _record_policy(
     with db.transaction(con):
         pid = register_policy(con, policy)
         con.execute(
-            "update rl_runs set policy_id = ?, status = 'ok', ended_at = ? where rl_id = ?",
-            [pid, db.now(), plan.rl_id],
+            "update rl_runs set policy_id = ?, status = ?, ended_at = ? where rl_id = ?",
+            [pid, "stopped" if stopped else "ok", db.now(), plan.rl_id],
+        )
+    if stopped:
+        print(
+            f"rl: the watch stopped the run after {stopped} (rl.watch.stop); its adapter is kept", flush=True
         )
     return finished_counts(con, plan) | {
+        "stopped": stopped,
         "skipped": False,
         "seconds": round(seconds, 2),
         "resumed_from": resume and stored_path(cfg.run.dir, resume),

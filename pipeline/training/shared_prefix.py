@@ -53,6 +53,10 @@ from trl.trainer.utils import split_tensor_dict
 # The attention implementation the packing trainer gives its model: sdpa, except in a packed pass.
 TREE_ATTENTION = "tree_sdpa"
 
+# Loss types whose loss changes when rows move between micro-batches (every other TRL 1.16 type divides by
+# a per-row length, a constant or the generation batch's token count, so packing is exact for them).
+NOT_REGROUPABLE = ("bnpo",)
+
 # Keyword arguments of _get_per_token_logps_and_entropies that only multimodal models pass.
 _MULTIMODAL = (
     "pixel_values",
@@ -302,7 +306,11 @@ class SharedPrefixPacking(GRPOTrainer):
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         implementation = getattr(base.config, "_attn_implementation", None)
         self.pack_reason = None
-        if implementation == "sdpa":
+        if self.loss_type in NOT_REGROUPABLE:
+            # Packing regroups the batch's rows by prompt before cutting micro-batches; bnpo divides each
+            # micro-batch's loss by that micro-batch's own token count, so regrouping would change it.
+            self.pack_reason = f"loss_type {self.loss_type} normalises by each micro-batch's tokens"
+        elif implementation == "sdpa":
             base.set_attn_implementation(TREE_ATTENTION)  # sdpa itself outside packed passes
         elif implementation != TREE_ATTENTION:
             self.pack_reason = f"attention implementation {implementation!r} (packing needs sdpa)"
@@ -390,16 +398,14 @@ class SharedPrefixPacking(GRPOTrainer):
 
 
 def trainer_class(pack_shared_prefix: bool, skip_flat_groups: bool) -> type[GRPOTrainer]:
-    """GRPOTrainer with the update savings the config turns on (each is exact; they compose)."""
+    """GRPOTrainer with the sampler correction (pipeline.training.importance) and the update savings the
+    config turns on (each is exact; they compose)."""
     from pipeline.training.flat_groups import FlatGroupSkipping
+    from pipeline.training.importance import SamplerCorrection
 
     bases = [
         c
         for c, on in ((SharedPrefixPacking, pack_shared_prefix), (FlatGroupSkipping, skip_flat_groups))
         if on
     ]
-    if not bases:
-        return GRPOTrainer
-    if len(bases) == 1:
-        return bases[0]
-    return type("RootGRPOTrainer", tuple(bases), {})
+    return type("RootGRPOTrainer", (SamplerCorrection, *bases), {})

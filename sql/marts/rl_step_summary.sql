@@ -1,6 +1,7 @@
 -- depends_on: rl_steps, rl_runs
 -- One row per RL optimiser step: the mean reward (the reference judge's headline of the step's rollouts)
--- with its 95% interval, the watch counts, and where the step's wall time went.
+-- with its 95% interval, the off-policy correction, flat groups and their replacements, the watch,
+-- and where the step's wall time went.
 with
 
 steps as (
@@ -41,6 +42,19 @@ final as (
         s.update_tokens,
         s.n_copied,
         s.n_over_budget,
+        -- the off-policy correction: trainer / sampler probability of the root's tokens, before the cap
+        s.ratio_mean,
+        s.ratio_max,
+        s.ratio_clipped_share,
+        -- rollouts without a reward (failed on the server) and failed slots sampled again
+        s.n_failed,
+        s.n_redone,
+        -- groups drawn on other rooms for flat ones, and how many took a flat group's place
+        s.n_replacement_groups,
+        s.n_replaced,
+        s.probe_logprob_diff,
+        -- the thresholds of rl.watch the step crossed ('' none; null: recorded before the watch acted)
+        s.watch,
         s.rollout_s,
         s.grade_s,
         s.sync_s,

@@ -44,7 +44,7 @@ def test_band_and_the_reward_rising_while_heldout_falls(tmp_path):
     assert png is not None and png.exists()
     assert any(isinstance(b, Image) for b in section.blocks)
     table = next(b for b in section.blocks if isinstance(b, Table))
-    assert [r[7] for r in table.rows] == ["0", "1"]  # the copied-memo watch per step
+    assert [r[table.headers.index("copied memos")] for r in table.rows] == ["0", "1"]  # the copied-memo watch
     text = " ".join(b for b in section.blocks if isinstance(b, str))
     assert "reward rose while the held-out score fell" in text
     assert sections.rl_section({}, {}, [], tmp_path) == (None, None)

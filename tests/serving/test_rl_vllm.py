@@ -41,6 +41,7 @@ RL = [
     "rl.gradient_checkpointing=false",
     "rl.evaluate=false",
     "rl.generation=server",
+    "rl.max_replacement_groups=0",  # these tests check the wiring: every step trains the slots TRL asked for
     "train.lora_r=4",
     "train.lora_alpha=8",
 ]
@@ -82,7 +83,9 @@ def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_
         steps = con.execute(
             "select step, n_rollouts, sampling_policy_id, sync_s, "
             # flat-group skipping is off with two processes; packing is on (the main process's passes)
-            "loss is not null and n_skipped is null and update_tokens > 0 "
+            "loss is not null and n_skipped is null and update_tokens > 0, "
+            # the update corrected for the sampler, and the weight probe ran before each step sampled
+            "ratio_mean > 0 and ratio_max >= ratio_mean and probe_logprob_diff < 0.1 and watch is not null "
             "from rl_steps order by step"
         ).fetchall()
         slots = con.execute(
@@ -93,21 +96,30 @@ def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_
             [rl_id],
         ).fetchall()
         n_rl = con.execute("select count(*) from trajectories where purpose = 'rl'").fetchone()[0]
+        rows = con.execute("select policy_id, sampling, weights_hash from policies").fetchall()
+        sampling = {p: json.loads(s) for p, s, _ in rows}
+        weights = {p: w for p, _, w in rows}
         n_policies = con.execute("select count(*) from policies where policy_id = ?", [policy_id]).fetchone()[
             0
         ]
     finally:
         con.close()
     assert status == "ok" and gen == "server" and n_policies == 1
-    assert [(s, n, loss) for s, n, _, _, loss in steps] == [(1, 4, True), (2, 4, True)]
+    assert [(s, n, loss, on_policy) for s, n, _, _, loss, on_policy in steps] == [
+        (1, 4, True, True),
+        (2, 4, True, True),
+    ]
     assert steps[0][3] is not None  # step 1's adapter was saved and loaded into the server
     # every slot of every step once (the other process's included), written by the main process and graded
     assert [(s, slot, p) for s, slot, p, *_ in slots] == [(s, i, "rl") for s in (1, 2) for i in range(4)]
     assert all(n >= 1 for *_, n in slots) and n_rl == 8
-    # step 1 was sampled by the start; step 2 by the adapter after step 1, asked for by its module name
-    step2 = steps[1][2]
-    assert steps[0][2] == start and step2 != start
-    assert all(pid == (start if s == 1 else step2) for s, _, _, pid, _, _ in slots)
+    # step 1 was sampled by the start's weights (at the rollouts' top-p 1); step 2 by the adapter after
+    # step 1, asked for by its module name, which carries the hash of its weights
+    step1, step2 = steps[0][2], steps[1][2]
+    assert step2 not in (start, step1)
+    assert sampling[step1] == {**sampling[start], "top_p": 1.0} and weights[step1] is None
+    assert weights[step2] and weights[policy_id]
+    assert all(pid == (step1 if s == 1 else step2) for s, _, _, pid, _, _ in slots)
     assert all(step2 in json.dumps(json.loads(t).get("usage", {})) for s, _, _, _, t, _ in slots if s == 2)
     assert step2 in served_models(f"http://127.0.0.1:{vllm_port}/v1")  # still loaded: the newest module
     records = [json.loads(line) for line in (run / "commands.jsonl").read_text().splitlines()]

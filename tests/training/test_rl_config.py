@@ -48,7 +48,7 @@ def test_nightly_method_is_sft_or_rl(tmp_path):
 
 def test_reward_is_the_headline_unless_the_coverage_term_is_on(tmp_path):
     from pipeline import db
-    from pipeline.training.rl import reward, rollout_scores
+    from pipeline.training.room_rollouts import reward, rollout_scores
 
     con = db.connect(tmp_path / "w.duckdb")
     try:
@@ -92,7 +92,8 @@ def _trajectory(tid: str, memo_turn: int, last_subcall_turn: int | None) -> dict
 
 
 def test_overlap_term_pays_a_good_memo_begun_while_subagents_read(tmp_path):
-    from pipeline.training.rl import config_hash, reward, rollout_scores
+    from pipeline.training.rl import config_hash
+    from pipeline.training.room_rollouts import reward, rollout_scores
 
     con = db.connect(tmp_path / "w.duckdb")
     try:

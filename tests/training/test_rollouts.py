@@ -9,6 +9,7 @@ template, as the SFT dataset uses it.
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -119,3 +120,31 @@ def test_rollout_func_contract(trace, tokenizer):
     assert len(out["prompt_ids"][0]) == n_prompt and len(out["completion_ids"][0]) == 20
     assert out["env_mask"][1] == [0]
     assert reward_from_rollout(["a", "a"], ["x", "y"], **{REWARD_KEY: out[REWARD_KEY]}) == [0.25, 0.0]
+
+
+def test_sampled_ids_are_trained_exactly_and_the_template_glue_is_not(trace, tokenizer):
+    import copy
+
+    from pipeline.training.rollouts import episode_tokens
+
+    # As a server returns them: each turn's ids as sampled, stopped at the code fence (no end-of-turn).
+    turns = copy.deepcopy(trace.turns)
+    for t in turns:
+        t.token_ids = tokenizer(t.completion, add_special_tokens=False)["input_ids"]
+        t.token_logprobs = [-0.25] * len(t.token_ids)
+    rt = episode_tokens(tokenizer, Episode(trace.messages(), 1.0, turns=turns), 8192)
+    assert rt.exact
+    trained = [i for i, m in zip(rt.completion_ids, rt.env_mask, strict=True) if m]
+    assert trained == [i for t in turns for i in t.token_ids]
+    assert [x for x, m in zip(rt.logprobs, rt.env_mask, strict=True) if m] == [-0.25] * len(trained)
+    eos = tokenizer.eos_token_id
+    # The end-of-turn the template writes after each stopped turn is context, never trained ...
+    assert eos not in trained and eos in [
+        i for i, m in zip(rt.completion_ids, rt.env_mask, strict=True) if not m
+    ]
+    # ... where the re-tokenized text trains it after every turn.
+    assert rollout_tokens(tokenizer, trace.messages(), 8192).n_trained == rt.n_trained + len(turns)
+    # A turn without ids falls back to the re-tokenized rollout, with no sampler log-probabilities.
+    turns[1].token_ids = None
+    fallback = episode_tokens(tokenizer, Episode(trace.messages(), 1.0, turns=turns), 8192)
+    assert not fallback.exact and all(math.isnan(x) for x in fallback.logprobs)
