@@ -3,14 +3,17 @@
 One RL run starts from a named policy (its base model, prompt, harness and
 sampling) and trains a LoRA adapter on its root with TRL's GRPOTrainer.
 Each training row is a room; TRL hands the rows to ``rollout_func`` repeated
-``rl.num_generations`` times, and ``RoomRollouts`` runs each as a real
-episode through the project's sampler and harness (same sandbox, subagents
-and budgets as ``sample``; the subagents stay fixed), writes it to the
-warehouse as a trajectory (purpose ``rl``), grades it with the reference
-judge like any other trajectory, and returns its conversation; the reward is
-the judge's headline. pipeline.training.rollouts turns the conversation into
-``prompt_ids`` / ``completion_ids`` / ``env_mask`` with the SFT dataset's
-chat-template tokenization, so only the root's own tokens are trained.
+``rl.num_generations`` times, and ``RoomRollouts``
+(pipeline.training.room_rollouts) runs each as a real episode through the
+project's sampler and harness (same sandbox, subagents and budgets as
+``sample``; the subagents stay fixed), writes it to the warehouse as a
+trajectory (purpose ``rl``), grades it with the reference judge like any other
+trajectory; the reward is the judge's headline. pipeline.training.rollouts
+turns each episode into ``prompt_ids`` / ``completion_ids`` / ``env_mask`` /
+``logprobs``: the token ids the server sampled are the root's (env_mask 1),
+everything between its turns is context (env_mask 0). The loss scores them at
+the rollouts' temperature and corrects for the sampler by truncated importance
+sampling (pipeline.training.importance); docs/rl.md, "On-policy".
 
 Where rollouts are generated (``rl.generation``):
 - ``in_process``: the trainer's own model generates (pipeline.llm.local
@@ -22,9 +25,10 @@ Where rollouts are generated (``rl.generation``):
   (adapter-only sync: works on CPU, where TRL's NCCL weight sync cannot).
 
 Bookkeeping: ``rl_runs`` (one row per run), ``rl_steps`` (per optimiser step:
-reward mean/std/min/max, share of groups with zero advantage, loss, KL,
+reward mean/std/min/max, share of groups with zero advantage, replacement
+groups, failed rollouts, the importance ratio, the weight probe, loss, KL,
 grad norm, tokens, rollout/grade/sync/update seconds, and the reward-hacking
-watch: memos cut as copied, over-budget memos) and ``rl_rollouts`` (which
+watch: memos cut as copied, over-budget memos, reward jumps, rl.watch) and ``rl_rollouts`` (which
 trajectory filled which slot of which step). The adapter after step s is
 saved under ``<adapter>/steps/step-<s>/`` and registered as the policy that
 samples step s+1, so every rollout's ``policy_id`` names the weights that

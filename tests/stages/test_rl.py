@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,9 @@ OVERRIDES = [
     "rl.max_length=1400",
     "rl.gradient_checkpointing=false",
     "rl.evaluate=false",
+    # Resume is what these tests check: every step trains the slots TRL asked for, no replacement groups
+    # (tests/training/test_room_rollouts.py covers those).
+    "rl.max_replacement_groups=0",
 ]
 
 
@@ -107,9 +111,15 @@ def test_killed_rl_run_resumes_without_duplicating_rollouts(tmp_path, smollm2_pa
         ).fetchall()
         for tokens, update_tokens, n_skipped, n_rollouts in ran:
             assert (update_tokens == 0) == (n_skipped == n_rollouts) and update_tokens < tokens, ran
-        # Step 1 was sampled by the start policy, step 2 by the adapter after step 1.
+        # Step 1 was sampled by the start policy's weights at the rollouts' top-p 1, step 2 by the adapter
+        # after step 1.
         samplers = con.execute("select step, sampling_policy_id from rl_steps order by step").fetchall()
-        assert samplers[0][1] == start and samplers[1][1] != start
+        policies = {
+            p: (a, json.loads(s))
+            for p, a, s in con.execute("select policy_id, adapter, sampling from policies").fetchall()
+        }
+        assert policies[samplers[0][1]] == (None, {**policies[start][1], "top_p": 1.0})
+        assert samplers[1][1] not in (start, samplers[0][1])
         assert (
             con.execute(
                 "select count(distinct t.policy_id) from rl_rollouts r join trajectories t using (trajectory_id) "
