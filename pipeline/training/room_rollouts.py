@@ -180,7 +180,6 @@ class _Rollout:
     trajectory_id: str
     reward: float | None = None
     failed: bool = False
-    trained: bool = True
 
 
 class RoomRollouts:
@@ -222,7 +221,7 @@ class RoomRollouts:
         ids = [r.trajectory_id for r in batch]
         scores = rollout_scores(self.con, ids)
         traces = load_traces(self.con, ids, subcalls=False)
-        rewards = [r.reward for r in batch]
+        rewards = _rewards(batch)  # failed rollouts have none
         self.pending = StepStats(
             step=step,
             sampling_policy_id=policy.policy_id,
