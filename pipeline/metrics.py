@@ -71,7 +71,9 @@ def withheld_reason(rows: list[dict]) -> str:
 def headline(rows: list[dict]) -> str:
     """One line per policy: headline score [CI], and lift [CI] for candidates."""
     out = []
-    for pid, m in by_policy(rows).items():
+    policies = by_policy(rows)
+    k = next((m["seeds_per_room"]["value"] for m in policies.values() if "seeds_per_room" in m), None)
+    for pid, m in policies.items():
         pr = m.get("score")
         line = (
             f"{pid}: held-out score {pr['value']:.3f} [95% CI {pr['ci_low']:.3f}, {pr['ci_high']:.3f}]"
@@ -83,7 +85,13 @@ def headline(rows: list[dict]) -> str:
             line += f"; lift vs base {lf['value']:+.3f} [95% CI {lf['ci_low']:+.3f}, {lf['ci_high']:+.3f}]"
         if "lift_mde" in m:
             line += f"; minimum detectable effect {m['lift_mde']['value']:.3f} (80% power)"
-        if "distinct_programs" in m:
+        if "sessions" in m and pr:
+            line += (
+                f"; {pr['n_rooms']} rooms x {k:.0f} seed(s), {m['sessions']['value']:.0f} server session(s)"
+                if k
+                else f"; {m['sessions']['value']:.0f} server session(s)"
+            )
+        if "distinct_programs" in m and (k is None or k > 1):  # one episode per room is one program
             line += f"; {m['distinct_programs']['value']:.1f} distinct programs per room"
         if "lift_submitted" in m:
             ls = m["lift_submitted"]

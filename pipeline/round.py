@@ -71,8 +71,9 @@ def run_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str, st
         tr = steps.train(con, cfg, steps.plan_training(con, cfg, ds.dataset_id))
         seen = champion.evaluated_against(con, tr.policy_id, start.policy_id)
         heldout = evaluation.heldout_rooms(con)
-        ev = steps.evaluate(con, cfg, start, [load_policy(con, tr.policy_id)], heldout)
         nothing_new = sampled.counts["sampled"] == 0 and sel.reused and ds.reused and seen
+        # a rerun of a finished round keeps its evaluation: every new one samples afresh
+        ev = steps.evaluate(con, cfg, start, [load_policy(con, tr.policy_id)], heldout, reuse=nothing_new)
         decision = champion.close_round(
             con,
             cfg,
@@ -117,7 +118,9 @@ def run_rl_round(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig, kind: str,
         trained = steps.rl(con, cfg, start.policy_id)
         seen = champion.evaluated_against(con, trained.policy_id, start.policy_id)
         heldout = evaluation.heldout_rooms(con)
-        ev = steps.evaluate(con, cfg, start, [load_policy(con, trained.policy_id)], heldout)
+        ev = steps.evaluate(
+            con, cfg, start, [load_policy(con, trained.policy_id)], heldout, reuse=trained.skipped and seen
+        )
         decision = champion.close_round(
             con,
             cfg,

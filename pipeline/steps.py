@@ -191,16 +191,27 @@ def evaluate(
     base: Policy,
     candidates: list[Policy],
     rooms: list[str],
+    reuse: bool = False,
 ) -> Evaluation:
-    """Base vs candidates on ``rooms`` (held out), with intervals and the paired lift."""
+    """Base vs candidates on ``rooms`` (held out), with intervals and the paired lift.
+
+    Every call samples a new evaluation (pipeline.evaluation). With ``reuse`` (a rerun of a round that
+    made nothing new), an evaluation that already compared exactly these policies on these rooms is
+    returned as it is, and its id printed.
+    """
     if not candidates:
         raise MissingInput("evaluate.candidates is empty: name a policy (--policy) or train one first")
+    ids = [base.policy_id, *[c.policy_id for c in candidates]]
+    if reuse and (eval_id := evaluation.made_before(con, ids, rooms)):
+        rows = db.fetch_dicts(con, "select * from evaluations where eval_id = $e", {"e": eval_id})
+        text = headline(rows)
+        print(f"evaluate: nothing new to compare; {eval_id} already compared these policies\n{text}")
+        return Evaluation(eval_id, base.policy_id, ids, rooms, rows, text)
     with db.stage_run(con, "evaluate", cfg.hash("evaluate", "harness", "sampling", "models")) as counts:
         eval_id, rows = evaluation.evaluate_policies(con, cfg, base, candidates, rooms)
         text = headline(rows)
         print(text)
         counts.update(eval_id=eval_id, rooms=len(rooms), policies=1 + len(candidates), headline=text)
-        ids = [base.policy_id, *[c.policy_id for c in candidates]]
         lineage.record(
             con,
             counts["run_id"],

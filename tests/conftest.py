@@ -199,7 +199,6 @@ def vllm_overrides(run_dir: Path, port: int) -> list[str]:
         f"models.root.base_url=http://127.0.0.1:{port}/v1",
         "models.root.context_tokens=8192",
         "models.root.timeout_s=300",
-        "models.root.send_seed=false",  # as the vllm-cpu recipe (docs/production.md)
         # As the default recipe: on CPU every extra turn is a full re-prefill of the conversation.
         "harness.max_turns=1",
         "serve.models={smollm2: embedded}",

@@ -21,11 +21,22 @@ def warehouse(tmp_path, monkeypatch):
     cfg = load_config("tiny", [f"run.dir={tmp_path / 'run'}", "evaluate.bootstrap=200"])
     con = db.connect(cfg.run.db_path)
     fill_warehouse(con)
-    monkeypatch.setattr(evaluation.sampling, "sample_policy", lambda *a, **k: None)
+    # the evaluation's trajectories are the fixture's held-out episodes, as one block in one session
+    monkeypatch.setattr(evaluation, "sample_in_blocks", lambda con, *a, **k: _members(con))
     monkeypatch.setattr(evaluation, "grade_reference", lambda *a, **k: None)
     monkeypatch.setattr(evaluation, "register_policy", lambda *a, **k: None)  # the fixture registered them
     yield cfg, con
     con.close()
+
+
+def _members(con) -> list[dict]:
+    rows = con.execute(
+        "select trajectory_id, policy_id, room_id, sample_index from trajectories where purpose = 'eval'"
+    ).fetchall()
+    keys = ("trajectory_id", "policy_id", "room_id", "sample_index")
+    return [
+        {**dict(zip(keys, r, strict=True)), "block": 0, "block_position": 0, "session_id": None} for r in rows
+    ]
 
 
 def _evaluate(cfg, con):

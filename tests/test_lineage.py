@@ -199,8 +199,9 @@ def test_a_copied_run_folder_evaluates_and_serves_its_sft_policy(distilled, tmp_
     # evaluation below has the server load it again, and from the copy.
     base_url = f"http://127.0.0.1:{distilled.port}/v1"
     unload_lora_module(base_url, policy.lora_module)
-    # k=2: one more trajectory per policy, sampled from the module the server loaded from the copy
-    assert main(["evaluate", "evaluate.k=2", f"run.dir={moved}"]) == 0
+    # a second evaluation samples afresh: one more trajectory per policy, from the module the server
+    # loaded from the copy
+    assert main(["evaluate", f"run.dir={moved}"]) == 0
     assert f"evaluate: using policy {sft}" in capsys.readouterr().out
     con = db.connect(moved / "pipeline.duckdb", read_only=True)
     n, errors = con.execute(

