@@ -315,9 +315,15 @@ class RLConfig:
         "optional reward term: this weight x the headline is added when the root began its memo while "
         "subagents were still reading (memo_before_delegation_done); 0 (default): off, as the reference report",
     )
+    temperature: float | None = _f(
+        None,
+        "sampling temperature of the RL rollouts, which the loss scores them at; empty: the start policy's. "
+        "Above it, a start policy that writes one program per room explores (its groups are not all flat); "
+        "the trained policy is evaluated at the start policy's own sampling",
+    )
     top_p: float = _f(
         1.0,
-        "nucleus of the RL rollouts (the start policy's temperature is kept). 1: the loss scores tokens under "
+        "nucleus of the RL rollouts. 1: the loss scores tokens under "
         "the distribution they were sampled from; below 1 is refused, since TRL's loss cannot score a nucleus",
     )
     importance_cap: float = _f(

@@ -126,6 +126,8 @@ def check_config(cfg: PipelineConfig, num_processes: int = 1) -> None:
             f"rl.top_p ({r.top_p}): RL rollouts sample at top-p 1; TRL's loss scores tokens under the full "
             "distribution at the sampling temperature and cannot score a nucleus"
         )
+    if r.temperature is not None and not 0 < r.temperature <= 2:
+        raise ConfigError(f"rl.temperature ({r.temperature}) must be above 0 and at most 2 (or empty)")
     if r.importance_cap and r.importance_cap < 1:
         raise ConfigError(f"rl.importance_cap ({r.importance_cap}) must be 0 (off) or at least 1")
     if r.max_replacement_groups < 0 or r.max_redo < 0:
@@ -569,7 +571,7 @@ def _record_policy(
     resume: str | None,
     stopped: str | None = None,
 ) -> dict[str, Any]:
-    # The trained policy samples as its start did (the rollouts' top-p is the loss's business), and names
+    # The trained policy samples as its start did (the rollouts' top-p and temperature are the loss's business), and names
     # its weights, so its LoRA module is never another run's.
     policy = dataclasses.replace(
         plan.start,

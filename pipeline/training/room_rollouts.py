@@ -51,8 +51,12 @@ class RLPlan:
 
 
 def rollout_sampling(cfg: PipelineConfig, start: Policy) -> dict[str, Any]:
-    """The sampling of RL rollouts: the start policy's, at rl.top_p (what the loss scores)."""
-    return {**start.sampling, "top_p": cfg.rl.top_p}
+    """The sampling of RL rollouts (what the loss scores): the start policy's, at rl.top_p and, when set,
+    rl.temperature."""
+    out = {**start.sampling, "top_p": cfg.rl.top_p}
+    if cfg.rl.temperature is not None:
+        out["temperature"] = cfg.rl.temperature
+    return out
 
 
 def step_policy(cfg: PipelineConfig, plan: RLPlan, step: int) -> Policy:

@@ -194,3 +194,22 @@ def test_rl_refuses_a_nucleus_and_a_cap_below_one(tmp_path):
     cfg = load_config("tiny", [f"run.dir={tmp_path}", "rl.importance_cap=0.5"])
     with pytest.raises(ConfigError, match="rl.importance_cap"):
         check_config(cfg)
+
+
+def test_rollouts_sample_at_rl_temperature_when_set_and_the_trained_policy_keeps_its_own(tmp_path):
+    from pipeline.policies import base_policy
+    from pipeline.training.rl import grpo_config
+    from pipeline.training.room_rollouts import rollout_sampling
+
+    cfg = load_config("tiny", [f"run.dir={tmp_path}", "sampling.temperature=0.6", "sampling.top_p=0.9"])
+    start = base_policy(cfg)
+    assert rollout_sampling(cfg, start) == {**start.sampling, "top_p": 1.0}  # the start's temperature
+    hot = load_config("tiny", [f"run.dir={tmp_path}", "sampling.temperature=0.6", "rl.temperature=1.0"])
+    sampling = rollout_sampling(hot, base_policy(hot))
+    assert sampling["temperature"] == 1.0 and sampling["top_p"] == 1.0
+    assert base_policy(hot).sampling["temperature"] == 0.6  # the policy itself is evaluated as it was
+    args = grpo_config(hot, str(tmp_path / "ckpt"), sampling=sampling)
+    assert args.temperature == 1.0 and args.top_p == 1.0  # the loss scores what the server sampled
+    for bad in ("0", "3.0"):
+        with pytest.raises(ConfigError, match="rl.temperature"):
+            check_config(load_config("tiny", [f"run.dir={tmp_path}", f"rl.temperature={bad}"]))
