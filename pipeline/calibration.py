@@ -25,6 +25,7 @@ import duckdb
 import numpy as np
 
 from pipeline import champion, stats
+from pipeline.metrics import mde_text
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ def aa_calibration(
         trials=trials,
         n_rooms=len(usable),
         pairs_per_room=float(np.mean([len(v) // 2 for v in usable.values()])),
-        mean_mde=float(np.mean(mdes)),
+        # a split whose pairs are all equal has no spread to state an MDE from (NaN): left out
+        mean_mde=float(np.mean(finite)) if (finite := [m for m in mdes if np.isfinite(m)]) else float("nan"),
         n_sessions=len({session for v in usable.values() for _, session in v}),
     )
 
@@ -119,7 +121,7 @@ def print_calibration(result: AAResult, min_effect: float, max_rate: float = 0.0
         f"({result.n_rooms} rooms, {result.pairs_per_room:.1f} pairs per room, {result.n_sessions} server "
         f"session(s)): the rule (lower end of the "
         f"95% interval above {min_effect:.3f}) promoted {result.rate:.1%}; minimum detectable effect of a "
-        f"split {result.mean_mde:.3f}"
+        f"split {mde_text(result.mean_mde)}"
     )
     if result.rate > max_rate:
         print(f"calibrate: false-promotion rate {result.rate:.1%} is above {max_rate:.0%}", file=sys.stderr)

@@ -13,6 +13,7 @@ here; its id starts with the round's kind (``distill-`` or ``nightly-``).
 
 from __future__ import annotations
 
+import math
 import uuid
 
 import duckdb
@@ -56,7 +57,12 @@ def reason(lift: dict | None, mde: float | None, min_effect: float) -> str:
     """Why the rule promotes or not, in one line, with the design's minimum detectable effect beside it."""
     if not lift or lift.get("ci_low") is None:
         return "no paired lift to judge"
-    power = f"; this design detects {mde:.3f} with 80% power" if mde is not None else ""
+    if mde is None:
+        power = ""
+    elif math.isnan(mde):
+        power = "; every pair scored the same, so no minimum detectable effect can be stated"
+    else:
+        power = f"; this design detects {mde:.3f} with 80% power"
     where = f"lift {lift['value']:+.3f} [95% CI {lift['ci_low']:+.3f}, {lift['ci_high']:+.3f}]"
     if (lift.get("n_rooms") or 0) < MIN_LIFT_ROOMS:
         return f"{where} over {lift.get('n_rooms') or 0} room(s): fewer than {MIN_LIFT_ROOMS}{power}"

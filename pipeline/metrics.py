@@ -8,6 +8,7 @@ formats, and both `evaluate` and `nightly` print `headline()`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -68,6 +69,13 @@ def withheld_reason(rows: list[dict]) -> str:
     )
 
 
+def mde_text(mde: float | None) -> str:
+    """The minimum detectable effect as printed: NaN when every pair scored the same."""
+    if mde is None or math.isnan(mde):
+        return "not estimable (every pair scored the same: no spread to power a test)"
+    return f"{mde:.3f} (80% power)"
+
+
 def headline(rows: list[dict]) -> str:
     """One line per policy: headline score [CI], and lift [CI] for candidates."""
     out = []
@@ -84,7 +92,7 @@ def headline(rows: list[dict]) -> str:
             lf = m["lift"]
             line += f"; lift vs base {lf['value']:+.3f} [95% CI {lf['ci_low']:+.3f}, {lf['ci_high']:+.3f}]"
         if "lift_mde" in m:
-            line += f"; minimum detectable effect {m['lift_mde']['value']:.3f} (80% power)"
+            line += f"; minimum detectable effect {mde_text(m['lift_mde']['value'])}"
         if "sessions" in m and pr:
             line += (
                 f"; {pr['n_rooms']} rooms x {k:.0f} seed(s), {m['sessions']['value']:.0f} server session(s)"

@@ -169,7 +169,9 @@ def cluster_paired_ci(
         "lo": float(min(lo, mean)),
         "hi": float(max(hi, mean)),
         "se": se,
-        "mde": (z + z_power) * se,
+        # every pair equal (two policies that sample the same episodes on the same seeds): the spread that
+        # power is computed from is zero, and no minimum detectable effect can be stated
+        "mde": (z + z_power) * se if se > 0 else math.nan,
         "n_rooms": n,
         "n_pairs": int(sum(r.size for r in rooms)),
     }

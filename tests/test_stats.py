@@ -143,3 +143,16 @@ def test_the_cluster_interval_finds_a_real_lift_and_states_what_it_can_detect():
     assert one["lo"] == one["hi"] == pytest.approx(0.2) and one["mde"] == float("inf")
     with pytest.raises(ValueError):
         stats.cluster_paired_ci({"a": []})
+
+
+def test_every_pair_equal_states_no_minimum_detectable_effect():
+    """Two policies that sample the same episodes on the same seeds: a zero lift with a zero-width
+    interval, and no MDE (a zero spread cannot power a test); the printed lines say so."""
+    from pipeline.champion import reason
+    from pipeline.metrics import mde_text
+
+    lift = stats.cluster_paired_ci({f"r{i}": [0.0] for i in range(20)})
+    assert lift["mean"] == lift["lo"] == lift["hi"] == 0.0 and math.isnan(lift["mde"])
+    assert "not estimable" in mde_text(lift["mde"]) and mde_text(0.0912) == "0.091 (80% power)"
+    row = {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0, "n_rooms": 20}
+    assert "no minimum detectable effect" in reason(row, lift["mde"], 0.02)

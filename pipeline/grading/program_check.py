@@ -56,8 +56,8 @@ from pipeline.stats import bootstrap_mean_ci
 STEP = 0.05  # each rung above the one below, on generated rooms
 TOP_GAP = 0.15  # the top rung above `everything`, on generated rooms
 ORDERED_ON_CUAD = "everything"  # on CUAD rooms the order must hold up to this rung
-# A room's rungs run side by side, each in its own REPL worker: a rung's time is mostly its worker's start
-# and its own Python (docs/benchmarks.md, "Ladder").
+# A room's rungs run side by side, each in its own REPL worker: 1.12x on 2 cores, where a rung is mostly
+# CPU (docs/benchmarks.md, "The program-check ladder, rungs side by side").
 LADDER_CONCURRENCY = 4
 CHECK_SEED = 7_919_000  # generated rooms' seeds start here: far from every recipe's run.seed * 1000 + i
 
