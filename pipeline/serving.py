@@ -330,19 +330,24 @@ def _new_session_id() -> str:
 
 
 def current_session() -> str | None:
-    """The session of the servers this process started; None when it started none."""
+    """The session of the servers this process started (the newest start); None when it started none."""
     return _session
 
 
 def new_session(cfg: PipelineConfig) -> str | None:
-    """Stop the servers this process started and start them again: a fresh server session.
+    """Stop the servers this command started for ``cfg`` and start them again: a fresh server session.
 
-    Returns the new session's id, or None (nothing restarted) when this process started no server.
-    LoRA modules are not carried over: pipeline.policies.serve_policy loads a policy's module again.
+    Only with ``serve.manage`` (the command starts its servers), and only the servers of the innermost open
+    ``running_servers``: when it found its ports already answering (a server someone else runs, a test's
+    shared server) it started nothing, and nothing restarts; nor does a server that serves none of
+    ``cfg``'s models. Returns the new session's id, or None when
+    nothing restarted. LoRA modules are not carried over: pipeline.policies.serve_policy loads a
+    policy's module again.
     """
     global _session
-    servers = next((s for s in reversed(_started) if s), None)
-    if servers is None:
+    servers = _started[-1] if _started else []
+    ports = {spec.port for spec in server_specs(cfg)}
+    if not cfg.serve.manage or not servers or not all(server.spec.port in ports for server in servers):
         return None
     for server in reversed(servers):
         server.stop()

@@ -91,7 +91,8 @@ def test_sigterm_to_serve_stops_the_server_it_started(tmp_path):
 @pytest.mark.slow
 def test_a_new_session_restarts_the_servers_this_command_started_and_only_those(tmp_path):
     """new_session stops the started server and starts another process on the same port under a new
-    session id; the servers stop when running_servers ends; a server it did not start is left alone."""
+    session id; the servers stop when running_servers ends; a command that found its port answering, or
+    a config the server does not serve, restarts nothing."""
     from pipeline import serving
     from pipeline.config import load_config
 
@@ -108,7 +109,7 @@ def test_a_new_session_restarts_the_servers_this_command_started_and_only_those(
         f"serve.models={{smollm2: {tmp_path}}}",
         "serve.start_timeout_s=60",
     ]
-    cfg = load_config("tiny", overrides)
+    cfg = load_config("tiny", [*overrides, "serve.manage=true"])
     assert serving.current_session() is None and serving.new_session(cfg) is None  # nothing started
     pids = []
     try:
@@ -117,7 +118,11 @@ def test_a_new_session_restarts_the_servers_this_command_started_and_only_those(
             pids.append(int(pid_file.read_text()))
             with serving.running_servers(cfg):  # the port answers: used as it is, nothing started
                 assert serving.current_session() == first
+                assert serving.new_session(cfg) is None  # this "command" started nothing: nothing restarts
             assert _alive(pids[0]) and healthy(port)  # the inner block did not stop it
+            assert (
+                serving.new_session(load_config("tiny", [f"run.dir={tmp_path / 'run'}"])) is None
+            )  # not its model
             second = serving.new_session(cfg)
             pids.append(int(pid_file.read_text()))
             assert second not in (None, first) and serving.current_session() == second
