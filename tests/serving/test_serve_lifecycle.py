@@ -48,14 +48,14 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
-@pytest.mark.slow
-def test_sigterm_to_serve_stops_the_server_it_started(tmp_path):
+def _stand_in_recipe(tmp_path: Path) -> tuple[int, Path, list[str]]:
+    """A free port, the file the stand-in writes its pid to, and the tiny recipe's overrides that serve
+    its root from the stand-in on that port."""
     port, pid_file = free_port(), tmp_path / "server.pid"
     stand_in = tmp_path / "python"
     stand_in.write_text(STAND_IN.format(python=sys.executable, pid_file=str(pid_file)))
     stand_in.chmod(0o755)
-    argv = [
-        sys.executable, "-m", "pipeline", "--recipe", "tiny", "serve",
+    overrides = [
         f"run.dir={tmp_path / 'run'}",
         "models.root.kind=openai",
         "models.root.model=smollm2",
@@ -63,7 +63,14 @@ def test_sigterm_to_serve_stops_the_server_it_started(tmp_path):
         f"serve.python={stand_in}",
         f"serve.models={{smollm2: {tmp_path}}}",
         "serve.start_timeout_s=60",
-    ]  # fmt: skip
+    ]
+    return port, pid_file, overrides
+
+
+@pytest.mark.slow
+def test_sigterm_to_serve_stops_the_server_it_started(tmp_path):
+    port, pid_file, overrides = _stand_in_recipe(tmp_path)
+    argv = [sys.executable, "-m", "pipeline", "--recipe", "tiny", "serve", *overrides]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
@@ -96,19 +103,7 @@ def test_a_new_session_restarts_the_servers_this_command_started_and_only_those(
     from pipeline import serving
     from pipeline.config import load_config
 
-    port, pid_file = free_port(), tmp_path / "server.pid"
-    stand_in = tmp_path / "python"
-    stand_in.write_text(STAND_IN.format(python=sys.executable, pid_file=str(pid_file)))
-    stand_in.chmod(0o755)
-    overrides = [
-        f"run.dir={tmp_path / 'run'}",
-        "models.root.kind=openai",
-        "models.root.model=smollm2",
-        f"models.root.base_url=http://127.0.0.1:{port}/v1",
-        f"serve.python={stand_in}",
-        f"serve.models={{smollm2: {tmp_path}}}",
-        "serve.start_timeout_s=60",
-    ]
+    port, pid_file, overrides = _stand_in_recipe(tmp_path)
     cfg = load_config("tiny", [*overrides, "serve.manage=true"])
     assert serving.current_session() is None and serving.new_session(cfg) is None  # nothing started
     pids = []
