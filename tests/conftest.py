@@ -211,6 +211,9 @@ def vllm_overrides(run_dir: Path, port: int) -> list[str]:
         # 19.2 min instead of about 15 (docs/benchmarks.md, "Test suite time").
         "serve.env={VLLM_CPU_KVCACHE_SPACE: '2', VLLM_CPU_NUM_OF_RESERVED_CPU: '1'}",
         "serve.start_timeout_s=420",
+        # runtime LoRA modules, side by side: the tests of modules, lifecycles and RL share this server (the
+        # merged weights a command loads into a server of its own: tests/serving/test_merged_weights.py)
+        "serve.adapters=lora",
     ]
 
 

@@ -264,7 +264,10 @@ class _StepRecorder:
         step = state.global_step
         folder = Path(self.plan.adapter_dir) / "steps" / f"step-{step}"
         model.save_pretrained(str(folder))
-        if self.plan.generation == "server" and step < self.cfg.rl.steps:
+        from pipeline.serving import merges_adapters
+
+        # under merged weights the next step's sampling loads them (pipeline.policies.serve_policy)
+        if self.plan.generation == "server" and step < self.cfg.rl.steps and not merges_adapters(self.cfg):
             from pipeline.llm.lora_modules import ensure_lora_module, unload_lora_module
 
             url = self.cfg.models.root.base_url

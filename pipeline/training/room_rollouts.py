@@ -263,14 +263,14 @@ class RoomRollouts:
         tolerance = self.cfg.rl.probe_tolerance
         if self.plan.generation != "server" or tolerance <= 0:
             return None
-        from pipeline.policies import serve_policy
+        from pipeline.policies import serve_policy, served_name
         from pipeline.training.weight_probe import check_probe
 
-        serve_policy(policy, self.cfg)  # a resumed run talks to a server that may not serve the module yet
+        serve_policy(policy, self.cfg)  # a resumed run talks to a server that may not serve the step yet
         model = trainer.accelerator.unwrap_model(trainer.model)
         return check_probe(
             self.cfg.models.root.base_url,
-            policy.served_model,
+            served_name(policy, self.cfg),
             model,
             self.tokenizer,
             tolerance,

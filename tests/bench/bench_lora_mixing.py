@@ -107,6 +107,7 @@ def main() -> int:
                 f"run.dir={tmp}/run",
                 f"models.root.base_url=http://127.0.0.1:{port}/v1",
                 f"serve.python={ROOT / '.venv-vllm' / 'bin' / 'python'}",
+                "serve.adapters=lora",  # what is checked is the LoRA path (merged: bench_adapter_serving.py)
             ],
         )
         root, base, lora = cfg.models.root, cfg.models.root.model, "mixing-check"

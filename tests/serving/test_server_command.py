@@ -96,3 +96,28 @@ def test_server_env_settles_the_reserved_cpus_on_small_machines(given, n_cpus, g
     env = serving.server_env({"PATH": "/bin", **given}, n_cpus=n_cpus, gpu=gpu)
     assert env.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == expected
     assert env["PATH"] == "/bin"
+
+
+@pytest.mark.parametrize(
+    ("adapters", "gpu", "mode"),
+    [("auto", False, "merged"), ("auto", True, "lora"), ("lora", False, "lora"), ("merged", True, "merged")],
+)
+def test_the_root_server_takes_lora_modules_or_merged_weights(monkeypatch, adapters, gpu, mode):
+    monkeypatch.setattr(serving, "_gpu_present", lambda: gpu)
+    cfg = load_config("default", [f"serve.adapters={adapters}"])
+    assert serving.adapter_mode(cfg) == mode
+    (spec,) = serving.server_specs(cfg)
+    assert (spec.lora, spec.reloadable) == (mode == "lora", mode == "merged")
+    # a server whose weights are replaced in place has no LoRA layers (vLLM's reload into them is not exact)
+    assert ("--enable-lora" in command(cfg, spec)) == (mode == "lora")
+    # nothing started by this process: auto serves LoRA modules; merged refuses to touch another's server
+    if adapters == "merged":
+        with pytest.raises(ServeError, match="needs a server this command starts"):
+            serving.merges_adapters(cfg)
+    else:
+        assert serving.merges_adapters(cfg) is False
+
+
+def test_an_unknown_adapter_mode_is_one_line():
+    with pytest.raises(ServeError, match="serve.adapters: 'both' is not one of auto, lora, merged"):
+        serving.adapter_mode(load_config("default", ["serve.adapters=both"]))
