@@ -204,6 +204,12 @@ class FilterConfig:
     min_score: float = _f(0.3, "minimum headline score of filter.judge")
     min_relative_to_room_mean: float | None = _f(None, "also require score >= room mean + this")
     top_k_per_room: int | None = _f(None, "keep at most the best k per room")
+    cost_weight: float = _f(
+        0.0,
+        "rank a room's trajectories (duplicates, top_k_per_room) by score - cost_weight x cost_usd, the "
+        "trajectory's root and subagent tokens at models.<role>.usd_per_mtok_in/out (0 for the embedded "
+        "models unless set); 0 (default): by score alone",
+    )
     min_coverage: float = _f(0.5, "minimum probe coverage")
     max_trap_failures: int | None = _f(None, "maximum failed trap criteria; null disables")
     max_root_chars: int = _f(60000, "maximum characters of the root conversation")
@@ -315,6 +321,12 @@ class RLConfig:
         0.0,
         "optional reward term: this weight x the headline is added when the root began its memo while "
         "subagents were still reading (memo_before_delegation_done); 0 (default): off, as the reference report",
+    )
+    cost_weight: float = _f(
+        0.0,
+        "optional reward term: this weight x the rollout's cost_usd (its root and subagent tokens at "
+        "models.<role>.usd_per_mtok_in/out) is subtracted from the reward, so a group prefers the cheaper of "
+        "two equally paid memos; 0 (default): off",
     )
     temperature: float | None = _f(
         None,

@@ -94,8 +94,9 @@ def config_hash(cfg: PipelineConfig) -> str:
         "max_redo",
     ):
         r.pop(key, None)
-    if not r.get("overlap_weight"):
-        r.pop("overlap_weight", None)  # off: the hash of a run started before the term existed is unchanged
+    for key in ("overlap_weight", "cost_weight"):
+        if not r.get(key):
+            r.pop(key, None)  # off: the hash of a run started before the term existed is unchanged
     return content_hash({"rl": r, "grade_budget": cfg.grade.budget_words, "seed": cfg.run.seed}, length=16)
 
 
@@ -121,6 +122,8 @@ def check_config(cfg: PipelineConfig, num_processes: int = 1) -> None:
     for key in ("coverage_weight", "overlap_weight"):
         if getattr(r, key) < 0:
             raise ConfigError(f"rl.{key} ({getattr(r, key)}) must be >= 0: the term pays for a behaviour")
+    if r.cost_weight < 0:
+        raise ConfigError(f"rl.cost_weight ({r.cost_weight}) must be >= 0: the term charges for cost")
     if r.top_p != 1.0:
         raise ConfigError(
             f"rl.top_p ({r.top_p}): RL rollouts sample at top-p 1; TRL's loss scores tokens under the full "

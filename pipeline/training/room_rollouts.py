@@ -108,7 +108,8 @@ class StepStats:
 def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, dict[str, Any]]:
     """trajectory id -> the reference judge's newest grade (headline, quoted_words, cut), its probe
     coverage (the share of the room that reached any model; None before coverage was measured) and
-    whether its memo was begun before the subagent call that returned last had come back."""
+    whether its memo was begun before the subagent call that returned last had come back, and its cost in
+    USD at the recipe's prices (trajectory_scores.cost_usd)."""
     rows = db.fetch_dicts(
         con,
         """
@@ -117,10 +118,12 @@ def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
             from coverage
             where scope = 'all' and grouping = 'total' and list_contains(?, trajectory_id)
         )
-        select m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage, t.memo_before_delegation_done
+        select m.trajectory_id, m.headline, m.quoted_words, m.cut, c.coverage, t.memo_before_delegation_done,
+            s.cost_usd
         from memo_scores as m
         left join coverage as c using (trajectory_id)
         left join stg_trajectories as t using (trajectory_id)
+        left join trajectory_scores as s using (trajectory_id)
         where m.judge = 'reference' and list_contains(?, m.trajectory_id)
         qualify row_number() over (partition by m.trajectory_id order by m.grader_version desc) = 1
         """,
@@ -129,14 +132,18 @@ def rollout_scores(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, 
     return {r["trajectory_id"]: r for r in rows}
 
 
-def reward(score: dict[str, Any], coverage_weight: float = 0.0, overlap_weight: float = 0.0) -> float:
-    """A rollout's reward: the judge's headline (0 for a memo the judge never scored), plus two optional
-    terms, both off by default as in the reference report:
+def reward(
+    score: dict[str, Any], coverage_weight: float = 0.0, overlap_weight: float = 0.0, cost_weight: float = 0.0
+) -> float:
+    """A rollout's reward: the judge's headline (0 for a memo the judge never scored), plus three optional
+    terms, all off by default as in the reference report:
 
     - ``coverage_weight`` x its probe coverage (rl.coverage_weight);
     - ``overlap_weight`` x the headline when the root began its memo while subagents were still reading
       (rl.overlap_weight). It scales the headline rather than adding a constant, so a memo begun early
-      that the judge does not pay earns nothing: the term rewards overlapping good work, not early text.
+      that the judge does not pay earns nothing: the term rewards overlapping good work, not early text;
+    - minus ``cost_weight`` x its cost in USD (rl.cost_weight): root and subagent tokens at the recipe's
+      prices.
     """
     headline = score.get("headline") or 0.0
     total = headline
@@ -144,6 +151,8 @@ def reward(score: dict[str, Any], coverage_weight: float = 0.0, overlap_weight: 
         total += coverage_weight * (score.get("coverage") or 0.0)
     if overlap_weight and score.get("memo_before_delegation_done"):
         total += overlap_weight * headline
+    if cost_weight:
+        total -= cost_weight * (score.get("cost_usd") or 0.0)
     return total
 
 
@@ -300,8 +309,9 @@ class RoomRollouts:
         traces = load_traces(self.con, ids, subcalls=False)
         for r in rollouts:
             r.failed = failed_on_server(traces.get(r.trajectory_id))
+            rl = self.cfg.rl
             r.reward = reward(
-                scores.get(r.trajectory_id, {}), self.cfg.rl.coverage_weight, self.cfg.rl.overlap_weight
+                scores.get(r.trajectory_id, {}), rl.coverage_weight, rl.overlap_weight, rl.cost_weight
             )
         return time.monotonic() - t1
 

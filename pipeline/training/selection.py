@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from pipeline import db
-from pipeline.config import PipelineConfig
+from pipeline.config import ConfigError, PipelineConfig
 from pipeline.ids import content_hash
 from pipeline.training.errors import FilterJudgeError, NoAcceptedTrajectories, NoSelectionError
 
@@ -59,6 +59,8 @@ def filter_judge(cfg: PipelineConfig) -> str:
 def params(cfg: PipelineConfig) -> dict[str, Any]:
     """The SQL parameters of sql/filters/select.sql from the recipe's filter section."""
     f = cfg.filter
+    if f.cost_weight < 0:
+        raise ConfigError(f"filter.cost_weight ({f.cost_weight}) must be >= 0: it ranks cheaper work higher")
     return {
         "judge": filter_judge(cfg),
         "require_submit": f.require_submit,
@@ -69,6 +71,7 @@ def params(cfg: PipelineConfig) -> dict[str, Any]:
         "max_root_chars": f.max_root_chars,
         "policy_lineage": f.policy_lineage,
         "top_k": f.top_k_per_room,
+        "cost_weight": f.cost_weight,
     }
 
 
@@ -90,6 +93,8 @@ def select(con: duckdb.DuckDBPyConnection, cfg: PipelineConfig) -> Selection:
             f"run sample, then grade with {cfg.filter.judge} in grade.judges"
         )
     p = dataclasses.asdict(cfg.filter)
+    if not p["cost_weight"]:
+        p.pop("cost_weight")  # off: the ids of selections made before the term existed stay as they were
     selection_id = selection_id_for(p, decisions)
     exists = con.execute("select count(*) from selections where selection_id = ?", [selection_id]).fetchone()[
         0

@@ -48,6 +48,8 @@ rules as (
         s.room_id,
         s.score,
         s.coverage,
+        -- what the room's duplicates and top_k are ranked by: the score less its cost ($cost_weight per USD)
+        s.score - $cost_weight * coalesce(s.cost_usd, 0) as rank_value,
         coalesce(c.code_hash, md5(s.trajectory_id)) as code_hash,
         case
             -- nothing the root wrote means nothing to train on, whatever the loose filters say
@@ -73,7 +75,7 @@ deduplicated as (
         -- judge are deterministic given the code); the same code on another
         -- room is a different example and is kept
         row_number() over (
-            partition by room_id, code_hash order by score desc, coverage desc, trajectory_id
+            partition by room_id, code_hash order by rank_value desc, coverage desc, trajectory_id
         ) as dup_rank
     from rules
     where rule = 'ok'
@@ -82,7 +84,9 @@ deduplicated as (
 ranked as (
     select
         *,
-        row_number() over (partition by room_id order by score desc, coverage desc, trajectory_id) as room_rank
+        row_number() over (
+            partition by room_id order by rank_value desc, coverage desc, trajectory_id
+        ) as room_rank
     from deduplicated
     where dup_rank = 1
 ),

@@ -3,7 +3,7 @@
 import pytest
 
 from pipeline import db
-from pipeline.config import load_config
+from pipeline.config import ConfigError, load_config
 from pipeline.grading.reference import GRADER_VERSION
 from pipeline.harness.trace import Trace, Turn
 from pipeline.rooms import store
@@ -206,3 +206,53 @@ def test_a_filter_judge_that_graded_nothing_is_a_one_line_error(tmp_path, capsys
     assert main(["--recipe", "tiny", "filter", f"run.dir={tmp_path}", "filter.judge=llm"]) == 1
     err = capsys.readouterr().err
     assert "no training trajectories graded by llm:" in err and "grade.judges" in err
+
+
+def test_cost_weight_ranks_the_cheaper_of_two_good_programs_first(tmp_path):
+    """filter.cost_weight: a room's top_k keeps score - weight x cost_usd, cost from the recipe's prices."""
+    specs = [
+        ("dear", "submitted", 4, 1.0, "read_everything()"),  # scores 1.0, many subagent tokens
+        ("cheap", "submitted", 3, 1.0, "read_what_matters()"),  # scores 0.75, few
+    ]
+    cfg = _warehouse(tmp_path, specs)
+    con = db.connect(cfg.run.db_path)
+    try:
+        # the subagents' prompt tokens, priced at 10 USD per million (model_prices): 0.05 and 0.005 USD
+        call = dict(call_index=0, turn_index=0, depth=1, parent_call=None, model="reader", prompt="p", response="r",
+                    error=None, completion_tokens=0, latency_s=0.1, issued_s=0.0, returned_s=0.1)  # fmt: skip
+        db.write_rows(
+            con,
+            "subcalls",
+            [{**call, "trajectory_id": _id(i), "prompt_tokens": n} for i, n in enumerate((5000, 500))],
+        )
+        db.write_rows(con, "model_prices", [
+            {"model": "reader", "role": "subagent", "usd_per_mtok_in": 10.0, "usd_per_mtok_out": 10.0,
+             "recorded_at": db.now()}
+        ])  # fmt: skip
+        costs = dict(
+            con.execute(
+                "select trajectory_id, cost_usd from trajectory_scores order by trajectory_id"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    assert costs[_id(0)] == pytest.approx(0.05) and costs[_id(1)] == pytest.approx(0.005)
+    cfg.filter.min_score = 0.0
+    cfg.filter.min_coverage = 0.0
+    cfg.filter.top_k_per_room = 1
+    filter_stage.run(cfg)
+    con = db.connect(cfg.run.db_path)
+    first = _named(con.execute("select trajectory_id, reason from selections").fetchall(), specs)
+    con.close()
+    assert first == {"dear": "accepted", "cheap": "top_k"}  # by score alone
+    cfg.filter.cost_weight = 10.0  # 1.0 - 0.5 < 0.75 - 0.05
+    sel = filter_stage.run(cfg)
+    con = db.connect(cfg.run.db_path)
+    rows = con.execute(
+        "select trajectory_id, reason from selections where selection_id = ?", [sel["selection_id"]]
+    ).fetchall()
+    con.close()
+    assert _named(rows, specs) == {"dear": "top_k", "cheap": "accepted"}
+    cfg.filter.cost_weight = -1.0
+    with pytest.raises(ConfigError, match="filter.cost_weight"):
+        filter_stage.run(cfg)

@@ -125,3 +125,43 @@ def test_overlap_term_pays_a_good_memo_begun_while_subagents_read(tmp_path):
     tiny = load_config("tiny")
     assert config_hash(load_config("tiny", ["rl.overlap_weight=0"])) == config_hash(tiny)
     assert config_hash(load_config("tiny", ["rl.overlap_weight=0.2"])) != config_hash(tiny)
+
+
+def test_cost_term_charges_a_rollout_its_priced_tokens(tmp_path):
+    from pipeline.training.rl import config_hash
+    from pipeline.training.room_rollouts import reward, rollout_scores
+
+    con = db.connect(tmp_path / "w.duckdb")
+    try:
+        grade = dict(judge="reference", grader_version=3, recall=0.5, precision=1.0, n_claims=1, n_false_claims=0,
+                     traps_failed=0, memo_words=10, budget_words=600, cut=False, quoted_words=0, graded_at=db.now())  # fmt: skip
+        db.write_rows(
+            con, "memo_scores", [{"trajectory_id": t, "headline": 0.5, **grade} for t in ("dear", "cheap")]
+        )
+        db.write_rows(
+            con, "trajectories", [_trajectory(t, memo_turn=2, last_subcall_turn=1) for t in ("dear", "cheap")]
+        )
+        call = dict(call_index=0, turn_index=0, depth=1, parent_call=None, model="reader", prompt="p", response="r",
+                    error=None, completion_tokens=0, latency_s=0.1, issued_s=0.0, returned_s=0.1)  # fmt: skip
+        db.write_rows(con, "subcalls", [
+            {**call, "trajectory_id": "dear", "prompt_tokens": 20000},
+            {**call, "trajectory_id": "cheap", "prompt_tokens": 2000},
+        ])  # fmt: skip
+        db.write_rows(con, "model_prices", [
+            {"model": "reader", "role": "subagent", "usd_per_mtok_in": 5.0, "usd_per_mtok_out": 5.0,
+             "recorded_at": db.now()}
+        ])  # fmt: skip
+        scores = rollout_scores(con, ["dear", "cheap"])
+    finally:
+        con.close()
+    assert scores["dear"]["cost_usd"] == pytest.approx(0.1) and scores["cheap"]["cost_usd"] == pytest.approx(
+        0.01
+    )
+    assert reward(scores["dear"]) == reward(scores["cheap"]) == 0.5  # off by default
+    assert reward(scores["dear"], cost_weight=1.0) == pytest.approx(0.4)
+    assert reward(scores["cheap"], cost_weight=1.0) == pytest.approx(0.49)
+    with pytest.raises(ConfigError, match="rl.cost_weight"):
+        check_config(load_config("tiny", ["rl.cost_weight=-1"]))
+    tiny = load_config("tiny")
+    assert config_hash(load_config("tiny", ["rl.cost_weight=0"])) == config_hash(tiny)
+    assert config_hash(load_config("tiny", ["rl.cost_weight=1"])) != config_hash(tiny)
