@@ -308,3 +308,25 @@ def test_backend_usage_limits_and_refusal():
 
     with pytest.raises(ContextLimitError, match="2000-token context"):
         asyncio.run(b.complete([{"role": "user", "content": MSA * 40}], GenerationParams()))
+
+
+def test_a_document_read_again_with_the_same_request_gives_the_same_findings_from_memory():
+    from pipeline.llm.extractive import Block, _cached_findings, block_findings, instruction_terms
+
+    prompt = f"Find change-of-control and liability terms.\n\n=== a/msa.txt ===\n{MSA}\n\n=== b/lease.txt ===\n{LEASE}"
+    _cached_findings.cache_clear()
+    first = extract(prompt)
+    assert _cached_findings.cache_info().misses == 2 and _cached_findings.cache_info().hits == 0
+    assert extract(prompt) == first  # the second reading comes from memory ...
+    assert _cached_findings.cache_info().hits == 2
+    # ... and is what the reader computes afresh
+    instruction, blocks = parse_prompt(prompt)
+    terms = instruction_terms(instruction)
+    msa = blocks[0]
+    assert [f.line() for f in block_findings(Block(msa.path, msa.text), terms, (), 8)] == [
+        f.line() for f in _cached_findings(msa.path, msa.text, frozenset(terms), (), 8)
+    ]
+    assert _cached_findings.cache_info().misses == 2  # the parsed block is the one remembered
+    # another request on the same documents is another reading
+    extract(prompt.replace("Find change-of-control and liability terms.", "Find the rent."))
+    assert _cached_findings.cache_info().misses == 4
