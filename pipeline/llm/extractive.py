@@ -473,7 +473,10 @@ def block_findings(
     return sorted(keep, key=lambda f: f.index)
 
 
-@functools.lru_cache(maxsize=4096)
+# A room's blocks under one request: the ladder reads up to a 300-document room's with every rung. At most
+# 1,024 blocks of at most a subagent's context each (32 MB at 8,192 tokens), so a 5,000-document room
+# cycles through it without holding its text.
+@functools.lru_cache(maxsize=1024)
 def _cached_findings(
     path: str, text: str, terms: frozenset[str], exclude: tuple[str, ...], max_findings: int
 ) -> tuple[Finding, ...]:
