@@ -336,6 +336,9 @@ def _figures(
                 sum(r["distinct_programs"] for r in programs) / len(programs),
                 n=len(programs),
             )
+        spread = mart_in_eval(con, "policy_programs", eval_id, where, params)
+        if spread:  # over all rooms: with one seed per room, the per-room count above is 1 by construction
+            add(pid, "programs_overall", float(spread[0]["distinct_programs"]), n=spread[0]["n_trajectories"])
         for r in mart_in_eval(con, "pass_rate_by_kind", eval_id, where, params):
             add(pid, f"pass_rate:{r['kind']}", r["pass_rate"])
         summary = mart_in_eval(con, "policy_summary", eval_id, where, params)

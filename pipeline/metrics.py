@@ -35,6 +35,7 @@ BEHAVIOUR: tuple[Metric, ...] = (
         "share of memos begun before the last subagent call returned",
         "pct",
     ),
+    Metric("budget_used", "share of the subagent token budget spent", "pct"),
     Metric("calls_size_corr", "correlation of subagent calls with room size", "num2"),
     Metric("recall", "recall: share of non-trap criteria passed", "pct"),
     Metric("precision", "precision: claims the room supports, above chance", "pct"),
@@ -101,6 +102,9 @@ def headline(rows: list[dict]) -> str:
             )
         if "distinct_programs" in m and (k is None or k > 1):  # one episode per room is one program
             line += f"; {m['distinct_programs']['value']:.1f} distinct programs per room"
+        if "programs_overall" in m:
+            po = m["programs_overall"]
+            line += f"; {po['value']:.0f} distinct programs in its {po['n_rooms']} episodes"
         if "lift_submitted" in m:
             ls = m["lift_submitted"]
             line += (

@@ -69,6 +69,7 @@ _TRAJECTORY_COLUMNS = [
     ("last_subcall_returned_s", F64),
     ("started_at", TS),  # packed as microseconds since the epoch
     ("sandbox_level", STR),
+    ("subagent_budget_tokens", I64),
     ("trace", STR),
 ]
 _trajectory_values = itemgetter(*(c for c, _ in _TRAJECTORY_COLUMNS))
@@ -91,6 +92,7 @@ def trace_extras(trace: Trace) -> str:
             "usage": trace.usage,
             "submit_turn_started_s": trace.submit_turn_started_s,
             "sandbox_level": trace.sandbox_level,
+            "subagent_budget_tokens": trace.subagent_budget_tokens,
             "children": [c.to_dict() for c in trace.children],
         }
     ).decode()
@@ -362,6 +364,7 @@ def trace_rows(trace: Trace, *, room_id: str, policy_id: str, sample_index: int,
         "memo_turn": mt,
         "memo_turn_started_s": next((t.started_s for t in turns if t.index == mt), None),
         "sandbox_level": trace.sandbox_level,
+        "subagent_budget_tokens": trace.subagent_budget_tokens,
         "last_subcall_turn": last.turn_index if last else None,
         "last_subcall_returned_s": last.returned_s if last else None,
         "started_at": _micros(datetime.fromisoformat(trace.started_at) if trace.started_at else db.now()),
@@ -580,6 +583,7 @@ def load_traces(
             # (the key was memo_started_s before migration 007)
             submit_turn_started_s=extras.get("submit_turn_started_s", extras.get("memo_started_s")),
             sandbox_level=extras.get("sandbox_level"),
+            subagent_budget_tokens=extras.get("subagent_budget_tokens"),
         )
     for tid, index, messages, *rest, token_ids, token_logprobs in turn_rows:
         out[tid].turns.append(

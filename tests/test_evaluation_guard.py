@@ -95,3 +95,40 @@ def test_the_threshold_counts_only_episodes_without_a_root_token(warehouse):
     cfg.evaluate.max_serving_failed = 0.2
     by, _ = _evaluate(cfg, con)
     assert "lift" in by[SFT] and "lift_withheld" not in by[SFT]
+
+
+def _program(con, trajectory_id: str, code: str, turn: int = 0) -> None:
+    con.execute(
+        "insert into turns (trajectory_id, turn_index, new_messages, completion, code, prompt_tokens, "
+        "completion_tokens, started_s, ended_s) values (?, ?, '[]', ?, ?, 10, 10, 0, 1)",
+        [trajectory_id, turn, f"```python\n{code}\n```", code],
+    )
+
+
+def test_the_distinct_programs_over_all_episodes_are_counted_and_printed(warehouse):
+    cfg, con = warehouse
+    eval_ids = [
+        r[0] for r in con.execute("select trajectory_id from trajectories where purpose = 'eval'").fetchall()
+    ]
+    for tid in eval_ids:  # the base adapts its program to each room, the SFT writes one program everywhere
+        room = tid.split("-")[3]
+        _program(con, tid, f"print(room.docs('{room}'))" if "base" in tid else "print(len(documents))")
+    _program(con, next(t for t in eval_ids if "base" in t), "x  =  1", turn=1)  # a second turn
+    by, rows = _evaluate(cfg, con)
+    n_base = sum("base" in t for t in eval_ids)
+    assert by[SFT]["programs_overall"]["value"] == 1.0
+    assert by[SFT]["programs_overall"]["n_rooms"] == len(eval_ids) - n_base
+    assert by[BASE]["programs_overall"]["value"] == 4.0  # 3 rooms, and one episode that ran a second program
+    assert f"1 distinct programs in its {len(eval_ids) - n_base} episodes" in headline(rows)
+
+
+def test_the_share_of_the_subagent_budget_spent_is_a_behaviour_row(warehouse):
+    cfg, con = warehouse
+    by, _ = _evaluate(cfg, con)
+    assert "budget_used" not in by[SFT]  # rows written before the budget was recorded have none
+    con.execute(
+        "update trajectories set subagent_budget_tokens = 4 * (sub_prompt_tokens + sub_completion_tokens) "
+        "where purpose = 'eval' and sub_prompt_tokens + sub_completion_tokens > 0"
+    )
+    by, _ = _evaluate(cfg, con)
+    assert by[SFT]["budget_used"]["value"] == pytest.approx(0.25)

@@ -29,8 +29,8 @@ def test_headline_of_no_rows_is_empty():
 
 
 def test_behaviour_names_are_unique_and_formatted():
-    assert len(set(BEHAVIOUR_NAMES)) == len(BEHAVIOUR) == 9
-    assert "memo_before_delegation_done" in BEHAVIOUR_NAMES
+    assert len(set(BEHAVIOUR_NAMES)) == len(BEHAVIOUR) == 10
+    assert {"memo_before_delegation_done", "budget_used"} <= set(BEHAVIOUR_NAMES)
     assert {m.kind for m in BEHAVIOUR} <= {"pct", "int", "num1", "num2"}
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline import db
 from pipeline.harness.trace import Subcall, Trace, Turn
-from pipeline.trace_store import TraceWriter, findings, load_traces, trajectory_id
+from pipeline.trace_store import TraceWriter, all_subcalls, findings, load_traces, trajectory_id
 
 # The fixtures' sample keys: (room-a, p1, train, index); ids derive from them.
 IL, OC = trajectory_id("p1", "room-a", "train", 0), trajectory_id("p1", "room-a", "train", 1)
@@ -63,6 +63,7 @@ def interleaved_trace() -> Trace:
         wall_s=9.5,
         submit_turn_started_s=5.0,
         sandbox_level="bwrap+seccomp",
+        subagent_budget_tokens=1_200,
         usage={"smol": {"prompt_tokens": 300, "completion_tokens": 60, "calls": 2}},
     )
     t.turns = [
@@ -152,6 +153,15 @@ def test_round_trip_is_lossless(con):
         assert loaded[t.trajectory_id] == t
     levels = con.execute("select sandbox_level from trajectories where trajectory_id = ?", [IL]).fetchall()
     assert levels == [("bwrap+seccomp",)]
+    budgets = con.execute(
+        "select trajectory_id, subagent_budget_tokens, budget_used from trajectories "
+        "join stg_trajectories using (trajectory_id)"
+    ).fetchall()
+    spent = sum(c.prompt_tokens + c.completion_tokens for c in all_subcalls(originals[0]))  # children too
+    assert sorted(budgets, key=lambda r: r[0] != IL) == [
+        (IL, 1_200, pytest.approx(spent / 1_200)),
+        (OC, None, None),
+    ]
     root_only = load_traces(con, [IL], subcalls=False)[IL]
     assert root_only.subcalls == [] and root_only.turns == originals[0].turns
 

@@ -124,6 +124,7 @@ class _RlmEpisode:
             harness.max_subcall_tokens,
             harness.budget_share,
         )
+        self.trace.subagent_budget_tokens = max_tokens
         self.runner = SubagentRunner(
             subagent,
             GenerationParams(max_tokens=harness.subagent_max_new_tokens, temperature=0.0, seed=seed),

@@ -66,6 +66,7 @@ class Trace:
     wall_s: float = 0.0
     submit_turn_started_s: float | None = None  # start of the turn that called submit()
     sandbox_level: str | None = None  # kernel layer under the REPL: bwrap+seccomp | seccomp | python
+    subagent_budget_tokens: int | None = None  # the subagent token budget the episode ran under
 
     def add_usage(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         u = self.usage.setdefault(model, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})

@@ -32,6 +32,8 @@ final as (
         -- the same against room size in tokens (the report shows both)
         corr(n_subcalls, room_n_tokens) as calls_tokens_corr,
         avg(memo_before_delegation_done::int) as memo_before_delegation_done,
+        -- share of the subagent token budget spent, over trajectories that recorded one
+        avg(budget_used) as budget_used,
         avg(n_turns) as turns,
         avg(wall_s) as wall_s,
         -- mean USD per trajectory at the prices in model_prices (0 for embedded models)

@@ -101,6 +101,7 @@ final as (
         t.memo_before_delegation_done,
         t.root_tokens,
         t.subagent_tokens,
+        t.budget_used,
         t.wall_s,
         r.split as room_split,
         r.n_documents as room_n_documents,

@@ -29,6 +29,8 @@ final as (
         coalesce(memo_turn < last_subcall_turn, false) as memo_before_delegation_done,
         root_prompt_tokens + root_completion_tokens as root_tokens,
         sub_prompt_tokens + sub_completion_tokens as subagent_tokens,
+        -- share of the subagent token budget spent (null where no budget was recorded)
+        (sub_prompt_tokens + sub_completion_tokens) / nullif(subagent_budget_tokens, 0) as budget_used,
         wall_s
     from source
 )

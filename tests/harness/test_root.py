@@ -14,6 +14,7 @@ from pipeline.harness.codeblocks import close_open_block, code_blocks, fenced_bl
 from pipeline.harness.prompts import load_variant
 from pipeline.harness.room_export import export_room
 from pipeline.harness.root import ERROR_CHARS, run_episode
+from pipeline.harness.subagents import room_budgets
 from pipeline.harness.trace import STATUSES, Trace
 from pipeline.llm.base import ContextLimitError, make_backend
 from pipeline.rooms.synthetic.generator import generate_room
@@ -89,6 +90,11 @@ def test_submit_path(room, room_dir, extractive):
     assert trace.status == "submitted", trace.end_reason
     assert len(trace.turns) == 1
     assert trace.sandbox_level == kernel_layer.strongest_level()  # the strongest this machine allows
+    h = HarnessConfig()  # the episode's budget is the one room_budgets derives for the room, recorded
+    budget = room_budgets(
+        room.n_tokens, len(room.documents), h.max_subcalls, h.max_subcall_tokens, h.budget_share
+    )
+    assert trace.subagent_budget_tokens == budget[1] > 0
     assert trace.submit_turn_started_s == trace.turns[0].started_s
     # Every document went to a subagent and the memo cites documents by path.
     prompted = {
