@@ -80,6 +80,11 @@ GENERATED: dict[str, list[list[str]]] = {
         ],
     ],
     "missing_side_letter": [["side letter"]],
+    # two documents state different fees for one contract: only a reader of both can say so
+    "value_conflict": [
+        ["discrepan", "inconsisten", "do not match", "does not match", "mismatch", "disagree", "differ"],
+        ["fee"],
+    ],
     "tax_assessment": [["assessment", "proposed adjustment", "deficiency", "audit", "examination"]],
 }
 
@@ -92,6 +97,7 @@ GENERATED_ISSUE_KIND = {
     "decoy_litigation_dismissed": "pending_litigation",
     "decoy_permit_renewed": "expired_permit",
     "decoy_side_letter_filed": "missing_side_letter",
+    "decoy_fees_agree": "value_conflict",
 }
 
 

@@ -11,6 +11,7 @@ whether the judge measures diligence:
 | dump_phrases | the dump, each paragraph followed by risk phrases and generic next steps | near 0 |
 | claim_all | every claim kind claimed on every document, one paragraph per pair | near 0 |
 | claim_absence | every document's side letter and invention assignments called missing from the room | near 0 |
+| claim_conflict | every document's fees called inconsistent with the rest of the room | near 0 |
 | expert_labels | CUAD rooms only: from CUAD's own label table (master_clauses.csv), not the rubric | near 1 |
 
 and the adversarial memos of pipeline.grading.adversarial, drawn from a seed
@@ -56,6 +57,7 @@ BARS: dict[str, tuple[float, float]] = {
     "dump_phrases": (0.0, 0.15),
     "claim_all": (0.0, 0.15),
     "claim_absence": (0.0, 0.15),
+    "claim_conflict": (0.0, 0.15),
     "expert_labels": (0.90, 1.0),
     "near_copy": (0.0, 0.15),
     # F1 of recall 1 and precision above chance 0-0.1 (4 to 10 false claims per true one): mean 0.09,
@@ -118,6 +120,19 @@ def claim_absence_memo(room: Room) -> str:
     )
 
 
+def claim_conflict_memo(room: Room) -> str:
+    """Inconsistency claimed everywhere: per document, the fees it states said not to match the room's other figures.
+
+    What a root writes when it asserts a conflict instead of comparing the figures (the trap of fees that
+    agree, and the claims' citations, catch it).
+    """
+    return "\n\n".join(
+        f"{d.path} ({d.title}): the fees it states do not match the figures elsewhere in the data room; "
+        "reconcile them with management before relying on either."
+        for d in room.documents
+    )
+
+
 def expert_label_memo(room: Room, corpus: str | Path) -> str:
     """A memo written from CUAD's label table: per contract, the categories its experts labelled Yes.
 
@@ -150,6 +165,7 @@ def known_memos(room: Room, corpus: str | Path | None = None, seed: int = 0) -> 
         "dump_phrases": dump_phrases_memo,
         "claim_all": claim_all_memo,
         "claim_absence": claim_absence_memo,
+        "claim_conflict": claim_conflict_memo,
     }
     out = {name: make(room) for name, make in makers.items()}
     for name in ADVERSARIAL:

@@ -36,7 +36,17 @@ def category_folder(category: str) -> str:
     return f"{CATEGORIES.index(category) + 1:02d}_{category}"
 
 
-CRITERION_KINDS = ["identify", "cite", "quantify", "connect", "absence", "total", "next_step", "trap"]
+CRITERION_KINDS = [
+    "identify",
+    "cite",
+    "quantify",
+    "connect",
+    "conflict",
+    "absence",
+    "total",
+    "next_step",
+    "trap",
+]
 
 
 def count_tokens(text: str) -> int:

@@ -140,9 +140,12 @@ def test_empty_memo_passes_only_traps(room):
 
 def test_pasting_the_room_fails_every_trap(room):
     memo = "\n\n".join(d.text for d in room.documents)
-    # a filed side letter's trap is an absence claim, which no document of the room makes
-    traps = [c for c in room.criteria if c.is_trap and c.issue_kind != "decoy_side_letter_filed"]
-    assert traps
+    # a filed side letter's trap is an absence claim, and agreeing fees' a claim that two figures differ:
+    # no document of the room makes either
+    claimed_by_none = ("decoy_side_letter_filed", "decoy_fees_agree")
+    traps = [c for c in room.criteria if c.is_trap and c.issue_kind not in claimed_by_none]
+    # (a small room may hold one decoy, and that one of these two)
+    assert traps or all(c.issue_kind in claimed_by_none for c in room.criteria if c.is_trap)
     assert not any(p for _, p, _ in grade_memo(traps, memo))
 
 

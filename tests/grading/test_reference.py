@@ -206,8 +206,8 @@ def test_grader_check_command_prints_the_table_and_gates(tmp_path, capsys, monke
     assert main(["--recipe", "tiny", "grader-check", *run]) == 0
     out, err = capsys.readouterr()
     assert "claim_all" in out and "dump_phrases" in out and "oracle" in out
-    assert "22 of 22 known-answer rows within their bars" in err  # 2 rooms x 11 memos
-    assert "claim_absence" in out
+    assert "24 of 24 known-answer rows within their bars" in err  # 2 rooms x 12 memos
+    assert "claim_absence" in out and "claim_conflict" in out
     assert "near_copy" in out and "paraphrase" in out
     # a bar the oracle cannot meet fails the command, naming the row
     monkeypatch.setitem(known_answers.BARS, "oracle", (1.01, 1.02))

@@ -109,6 +109,11 @@ def test_planted_issues_of_generated_rooms_are_found_with_their_entities():
         path = c.evidence_paths[0]
         found = findings(extract(prompt((path, docs[path].text))))
         kind = generated_claim_kind(c.issue_kind)
+        if kind == "value_conflict":
+            # two documents' fees differ: neither shows it, and unasked the reader reports no fees (a fee is
+            # no risk); tests/grading/test_conflict.py asks for them
+            assert not found, found
+            continue
         hits = [f for f in found if f["kind"] == kind]
         assert len(hits) == 1, (c.issue_kind, found)
         f = hits[0]
@@ -176,10 +181,17 @@ def test_the_reader_asserts_nothing_about_the_rest_of_the_room():
 def test_resolved_issues_come_back_as_resolved_lines_with_the_same_key():
     """Each decoy: the clause reads as an open finding, the document that resolves it (amendment, waiver,
     payoff letter, dismissal, renewal) as a "Resolved: <key>" line with the same key (kind / party)."""
-    room = generate_room("extractive-decoys", seed=0, n_documents=300, tokens_per_document=200)
+    room = generate_room(
+        "extractive-decoys", seed=4, n_documents=300, tokens_per_document=200
+    )  # 3 that resolve
     docs = {d.path: d for d in room.documents}
-    # a filed side letter resolves nothing a document says: only a claim that it is missing (the root's)
-    traps = [c for c in room.criteria if c.is_trap and c.issue_kind != "decoy_side_letter_filed"]
+    # a filed side letter resolves nothing a document says: only a claim that it is missing (the root's);
+    # fees that agree, only a claim that they differ
+    traps = [
+        c
+        for c in room.criteria
+        if c.is_trap and c.issue_kind not in ("decoy_side_letter_filed", "decoy_fees_agree")
+    ]
     assert len({c.issue_kind for c in traps}) >= 3
     for c in traps:
         (entity,) = c.entities
@@ -223,7 +235,9 @@ def test_parties():
 
 
 def test_kinds_follow_the_signatures():
-    assert set(GENERATED) <= set(RISK)  # the reader knows every kind of risk the generator plants
+    # the reader knows every kind of risk the generator plants, but the fees two documents state differently:
+    # that is a comparison across documents, which a reader of one cannot make
+    assert set(GENERATED) - set(RISK) == {"value_conflict"}
     # a change-of-control default also "terminates"; the more specific kind wins
     assert (
         kind_of("Upon a change of control, the Lender may declare all loans due and payable.")

@@ -25,7 +25,10 @@ from pipeline.serving import BASE_WEIGHTS, ServeError, _root_server, command, me
 from pipeline.training.weight_probe import probe_difference, probe_ids, server_logprobs
 from tests.conftest import free_port, require_vllm, vllm_overrides
 
-pytestmark = pytest.mark.slow
+# In the session server's xdist group though it starts a server of its own: a second server decoding
+# beside that group's tests on 2 cores slowed both (make test 12.0 min with it on the other worker,
+# docs/benchmarks.md "Test suite time"); in the group it runs while the session's server is idle.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
 
 
 def _adapter(base, folder, seed):

@@ -222,9 +222,16 @@ def test_llm_judge_reads_the_memo_as_the_reference_judge_does(tmp_path):
             "select trajectory_id, recall, headline from memo_scores where judge = 'llm:gullible-judge'"
         ).fetchall()
     }
+    precision = dict(
+        con.execute(
+            "select trajectory_id, precision from memo_scores where judge = 'llm:gullible-judge'"
+        ).fetchall()
+    )
     con.close()
     assert llm[tids["dump"]] == (0.0, 0.0)  # shown nothing, so nothing passes
     assert llm[tids["empty"]] == (0.0, 0.0)
     assert llm[tids["oracle"]][1] == 1.0
-    # the judge passes every criterion of claim_all, but its claims are false: precision sinks the headline
-    assert llm[tids["claim_all"]][0] == 1.0 and llm[tids["claim_all"]][1] <= 0.15
+    # the judge passes every criterion of claim_all, but its claims are false: precision (at most a tenth
+    # above chance) sinks the headline to 2p / (1 + p)
+    assert llm[tids["claim_all"]][0] == 1.0 and precision[tids["claim_all"]] < 0.1
+    assert llm[tids["claim_all"]][1] < 0.2

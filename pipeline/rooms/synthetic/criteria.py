@@ -1,4 +1,5 @@
-"""The rubric blocks every planted issue repeats (identify, cite, quantify, absence, connect, next step, trap), and the room's totals.
+"""The rubric blocks every planted issue repeats (identify, cite, quantify, absence, connect, conflict, next step,
+trap), and the room's totals.
 
 An issue's criteria share its id, kind, key entity (the counterparty, person,
 agency or permit a memo must name), the excerpt that supports them and the
@@ -66,6 +67,17 @@ class Finding:
     def connect(self, text: str, paths: Sequence[str], any_of: PhraseGroups = ()) -> None:
         """The memo reads two documents together (it must cite both)."""
         self._add("connect", text, any_of=any_of, paths=paths, evidence_paths=paths)
+
+    def conflict(self, text: str, amounts: Sequence[float], paths: Sequence[str], evidence: str) -> None:
+        """The memo states the figures two documents disagree on, citing both (no one document shows it)."""
+        self._add(
+            "conflict",
+            text,
+            amounts=[(a, 0.02) for a in amounts],
+            paths=paths,
+            evidence=evidence,
+            evidence_paths=paths,
+        )
 
     def next_step(self, text: str, any_of: PhraseGroups) -> None:
         """The memo recommends what cures or prices the issue."""

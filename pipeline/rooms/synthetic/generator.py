@@ -136,6 +136,7 @@ def _plan(rng: random.Random, n_documents: int, decoys: bool) -> tuple[list[str]
     else:
         must = ["missing_ip_assignment", "amendment_coc"]
     must.append(rng.choice(_QUANTIFIED))
+    must.append("value_conflict")  # every room holds figures only a comparison across documents finds
     kinds = sorted(ISSUES)
     decoy_kinds = sorted(DECOYS)
     chosen: list[str] = []

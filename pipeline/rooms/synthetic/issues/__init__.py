@@ -3,7 +3,7 @@
 Each builder writes one issue's documents into the room under construction
 (pipeline.rooms.synthetic.context.Ctx), with the issue's clause buried among
 ordinary sections, and adds the issue's atomic criteria (identify / cite /
-quantify / connect / absence / next_step) through the shared blocks of
+quantify / connect / conflict / absence / next_step) through the shared blocks of
 pipeline.rooms.synthetic.criteria. Builders are grouped by family: contracts,
 liabilities, employment, decoys.
 """
@@ -22,11 +22,13 @@ from pipeline.rooms.synthetic.issues.contracts import (
     mfn,
     missing_side_letter,
     uncapped_indemnity,
+    value_conflict,
 )
 from pipeline.rooms.synthetic.issues.decoys import (
     decoy_coc_deleted,
     decoy_consent_waived,
     decoy_debt_repaid,
+    decoy_fees_agree,
     decoy_litigation_dismissed,
     decoy_permit_renewed,
     decoy_side_letter_filed,
@@ -58,13 +60,14 @@ _ISSUE_COSTS: dict[int, list[Builder]] = {
         unreported_breach,
         tax_assessment,
     ],
-    2: [amendment_coc, missing_side_letter],
+    2: [amendment_coc, missing_side_letter, value_conflict],
     3: [missing_ip_assignment],
 }
 _DECOYS = [
     decoy_coc_deleted,
     decoy_consent_waived,
     decoy_debt_repaid,
+    decoy_fees_agree,
     decoy_litigation_dismissed,
     decoy_permit_renewed,
     decoy_side_letter_filed,

@@ -9,7 +9,13 @@ from __future__ import annotations
 from pipeline.grading.claim_kinds import NOT_IN_ROOM
 from pipeline.rooms.synthetic.context import Ctx
 from pipeline.rooms.synthetic.criteria import CONSENT, OBTAIN, Finding, phrases
-from pipeline.rooms.synthetic.documents import agreement, filed_agreement, filed_amendment, filed_minutes
+from pipeline.rooms.synthetic.documents import (
+    agreement,
+    filed_agreement,
+    filed_amendment,
+    filed_minutes,
+    report,
+)
 from pipeline.rooms.synthetic.templates import money, slug
 
 
@@ -260,4 +266,61 @@ def missing_side_letter(ctx: Ctx, iid: str) -> None:
     f.next_step(
         f"The memo recommends requesting a copy of the {short} side letter.",
         [["request", "obtain a copy", "obtain the side letter", "produce", "ask for"]],
+    )
+
+
+def fee_documents(ctx: Ctx, party, fees: int, stated: int) -> tuple[str, str, str, str]:
+    """A customer agreement stating ``fees`` a year, and the finance team's revenue schedule stating ``stated``
+    for it, each among ordinary text: (agreement path, schedule path, fee clause, schedule line)."""
+    short = party.short
+    title = "Subscription Services Agreement"
+    fee_clause = (
+        f"The Fees payable by {short} under this Agreement for each Contract Year are {money(fees)}, "
+        "invoiced annually in advance."
+    )
+    cpath, _ = filed_agreement(
+        ctx, party, "customers", title, "Customer", [("Fees", fee_clause)], stem="subscription_agreement"
+    )
+    line = f"The customer ledger records subscription fees from {short} of {money(stated)} for the current contract year."
+    text = report(
+        ctx,
+        f"Customer revenue schedule - {short}",
+        f"Prepared by the Company's finance team from the customer ledger for {short}.",
+        planted=[("Contract revenue", line)],
+        chars=max(1200, ctx.size() // 3),
+        party=short,
+    )
+    rpath = ctx.add(
+        "financial_statements",
+        "revenue_schedules",
+        f"revenue_schedule_{party.slug}.txt",
+        f"Revenue schedule - {short}",
+        text,
+        "report",
+    )
+    return cpath, rpath, fee_clause, line
+
+
+def value_conflict(ctx: Ctx, iid: str) -> None:
+    party = ctx.counterparty()
+    short = party.short
+    fees = ctx.rng.randrange(20, 400) * 25_000
+    # the schedule is off by a quarter to a half either way: a figure no rounding explains
+    stated = round(fees * ctx.rng.choice([0.5, 0.6, 0.75, 1.25, 1.4, 1.5]) / 25_000) * 25_000
+    cpath, rpath, fee_clause, line = fee_documents(ctx, party, fees, stated)
+    f = Finding(ctx, iid, "value_conflict", short, fee_clause, cpath)
+    f.identify(
+        f"The memo flags that the annual fees in the {short} agreement and in the revenue schedule "
+        "do not match."
+    )
+    f.conflict(
+        f"The memo sets both figures side by side, citing both documents: {money(fees)} a year in the agreement "
+        f"({cpath}) against {money(stated)} in the revenue schedule ({rpath}).",
+        [fees, stated],
+        [cpath, rpath],
+        f"{fee_clause} | {line}",
+    )
+    f.next_step(
+        f"The memo recommends reconciling the {short} fees with management before relying on either figure.",
+        [phrases("reconcil; confirm; clarify; verify; investigate")],
     )

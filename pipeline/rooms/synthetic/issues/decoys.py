@@ -3,9 +3,12 @@
 A clause deleted by a later amendment, a consent already given, a loan already
 repaid, a suit dismissed, a permit renewed, a side letter the minutes mention
 that is filed in the room (its trap fails a memo that calls it missing: absence
-must be checked against the room, not assumed). Each decoy writes the apparent
-issue and the document that resolves it, and adds one trap criterion that
-fails a memo flagging the issue as live. The paragraph that states the
+must be checked against the room, not assumed), a customer agreement and a
+revenue schedule that state the same fees (its trap fails a memo that calls
+them inconsistent: a conflict must be found by comparing, not assumed). Each
+decoy writes the apparent issue and the document that resolves it, and adds
+one trap criterion that fails a memo flagging the issue as live. Except for
+those two claims, which no document makes, the paragraph that states the
 apparent issue always holds every field of its trap, so a memo that pastes
 the room verbatim fails it.
 """
@@ -23,6 +26,7 @@ from pipeline.rooms.synthetic.documents import (
     permit_letter,
     report,
 )
+from pipeline.rooms.synthetic.issues.contracts import fee_documents
 from pipeline.rooms.synthetic.templates import AGENCIES_ENV, money
 
 
@@ -213,4 +217,22 @@ def decoy_side_letter_filed(ctx: Ctx, did: str) -> None:
         forbidden=["is in the data room", "is in the room", "on file", "filed", "provided at"],
         evidence=letter_text,
         evidence_paths=[mpath, lpath],
+    )
+
+
+def decoy_fees_agree(ctx: Ctx, did: str) -> None:
+    party = ctx.counterparty()
+    short = party.short
+    fees = ctx.rng.randrange(20, 400) * 25_000
+    cpath, rpath, fee_clause, line = fee_documents(ctx, party, fees, fees)
+    trap(
+        ctx,
+        did,
+        "decoy_fees_agree",
+        f"The memo does not call the {short} fees inconsistent: the agreement ({cpath}) and the revenue "
+        f"schedule ({rpath}) both state {money(fees)}.",
+        entity=short,
+        forbidden=["consistent with", "the same figure", "identical", "equal to"],
+        evidence=line,
+        evidence_paths=[cpath, rpath],
     )
