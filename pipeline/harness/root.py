@@ -6,7 +6,11 @@ Each turn the root model sees the conversation so far and writes a
 ``harness.output_chars``), with a short traceback or limit message, is the
 next user message. Subagent calls from the REPL (``llm_query`` /
 ``llm_batch``) go through one ``SubagentRunner`` per episode, which enforces
-the trajectory's call and token budgets and records every call.
+the trajectory's call and token budgets and records every call. A batch
+started with ``llm_batch_async`` runs on the episode's event loop while the
+cell, and the root's later turns, go on: the root can write its memo while
+subagents read. What is still running when the episode ends is cancelled
+(those calls are recorded with error ``cancelled``).
 
 Endings (``Trace.status``): ``submitted`` (the code called ``submit(memo)``),
 ``turn_limit`` (after ``max_turns`` the root is asked once for its memo and
@@ -27,6 +31,7 @@ child's turn. All times of a child are on its parent's clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
 import time
@@ -136,6 +141,7 @@ class _RlmEpisode:
         )
         self.sandbox: Any = None
         self.info: dict[str, Any] = {}
+        self.pending: list[asyncio.Future] = []  # llm_batch_async batches, by handle
 
     # ------------------------------------------------------------------ running
 
@@ -145,6 +151,11 @@ class _RlmEpisode:
         try:
             await guarded(self.rec, self.harness.episode_timeout_s, self._loop)
         finally:
+            # batches started with llm_batch_async and never waited for end with the episode
+            for task in self.pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*self.pending, return_exceptions=True)
             self.trace.subcalls = self.runner.subcalls
             for call in self.trace.subcalls:
                 if not call.model.startswith(RLM_MODEL_PREFIX) and call.response is not None:
@@ -260,11 +271,23 @@ class _RlmEpisode:
     async def _on_llm(self, kind: str, payload: dict[str, Any]) -> Any:
         if kind == "batch":
             return await self.runner.batch(payload["prompts"])
+        if kind == "start":  # llm_batch_async: the batch runs on this loop while the root's turns go on
+            self.pending.append(asyncio.ensure_future(self.runner.batch(payload["prompts"])))
+            return len(self.pending) - 1
+        if kind == "poll":
+            return all(self._started(h).done() for h in payload["handles"])
+        if kind == "wait":
+            return await asyncio.shield(self._started(payload["handle"]))
         if kind == "query":
             return await self.runner.query(payload["prompt"])
         if kind == "rlm":
             return await self._rlm_query(payload.get("prompt"), payload.get("paths"))
         raise ValueError(f"unknown REPL call kind {kind!r}")
+
+    def _started(self, handle: int) -> asyncio.Future:
+        if not 0 <= handle < len(self.pending):
+            raise ValueError(f"no llm_batch_async batch has handle {handle}")
+        return self.pending[handle]
 
     async def _rlm_query(self, prompt: Any, paths: Any) -> str:
         if self.depth + 1 > self.harness.max_depth:

@@ -7,7 +7,10 @@ an exported room (pipeline.harness.room_export) and runs cells in it.
 Several sandboxes share one event loop; an ``llm_query`` / ``llm_batch`` /
 ``rlm_query`` call in a cell arrives as a request that ``on_llm`` answers
 while ``run_cell`` awaits, so subagent calls of different trajectories
-overlap.
+overlap. ``llm_batch_async`` arrives as ``start`` (the handler starts the
+batch and answers with a handle at once), then ``poll`` and ``wait``
+requests naming handles; the batch runs on the handler's side between
+cells.
 
 The worker runs hostile code, so nothing it sends is trusted: every frame is
 size-checked and validated, and a bad frame, a dead worker or a cell that
@@ -411,15 +414,25 @@ class Sandbox:
         rid, kind, payload = msg.get("id"), msg.get("kind"), msg.get("payload")
         if not isinstance(rid, int) or not isinstance(payload, dict):
             raise _Protocol("malformed llm request")
-        if kind == "batch":
+        if kind in ("batch", "start"):
             prompts = payload.get("prompts")
             if (
                 not isinstance(prompts, list)
                 or not 0 < len(prompts) <= MAX_BATCH_PROMPTS
                 or not all(isinstance(p, str) for p in prompts)
             ):
-                raise _Protocol("malformed llm_batch request")
-            value: Any = await self._call_batch(prompts)
+                raise _Protocol(f"malformed llm_batch{'_async' if kind == 'start' else ''} request")
+            value: Any = await (self._call_batch(prompts) if kind == "batch" else self._call_start(prompts))
+        elif kind == "wait":
+            handle, n = payload.get("handle"), payload.get("n")
+            if not isinstance(handle, int) or not isinstance(n, int) or not 0 < n <= MAX_BATCH_PROMPTS:
+                raise _Protocol("malformed wait request")
+            value = await self._answers("wait", {"handle": handle}, n)
+        elif kind == "poll":
+            handles = payload.get("handles")
+            if not isinstance(handles, list) or not all(isinstance(h, int) for h in handles):
+                raise _Protocol("malformed poll request")
+            value = await self._call_poll(handles)
         elif kind == "rlm":
             prompt, paths = payload.get("prompt"), payload.get("paths")
             if (
@@ -434,15 +447,46 @@ class Sandbox:
         return {"t": "llm_result", "id": rid, "value": value}
 
     async def _call_batch(self, prompts: list[str]) -> list[str]:
+        return await self._answers("batch", {"prompts": prompts}, len(prompts))
+
+    async def _call_start(self, prompts: list[str]) -> int | str:
+        """llm_batch_async: the handler starts the batch and returns its handle (an int), or an error."""
         if self.on_llm is None:
-            return ["ERROR: no LLM handler is configured for this sandbox"] * len(prompts)
+            return "ERROR: no LLM handler is configured for this sandbox"
         try:
-            res = await self.on_llm("batch", {"prompts": prompts})
+            res = await self.on_llm("start", {"prompts": prompts})
+        except Exception as e:
+            return _error_string(e)
+        return (
+            res
+            if isinstance(res, int)
+            else f"ERROR: LLM handler returned a {type(res).__name__}, not a handle"
+        )
+
+    async def _call_poll(self, handles: list[int]) -> bool | str:
+        if self.on_llm is None:
+            return "ERROR: no LLM handler is configured for this sandbox"
+        try:
+            res = await self.on_llm("poll", {"handles": handles})
+        except Exception as e:
+            return _error_string(e)
+        return (
+            res
+            if isinstance(res, bool)
+            else f"ERROR: LLM handler returned a {type(res).__name__}, not a bool"
+        )
+
+    async def _answers(self, kind: str, payload: dict, n: int) -> list[str]:
+        """``n`` answers of the handler's ``kind`` call, each a str: a failure is an ERROR item, never a crash."""
+        if self.on_llm is None:
+            return ["ERROR: no LLM handler is configured for this sandbox"] * n
+        try:
+            res = await self.on_llm(kind, payload)
         except Exception as e:  # a failing handler is the cell's problem, reported as text
-            return [_error_string(e)] * len(prompts)
-        if not isinstance(res, list | tuple) or len(res) != len(prompts):
+            return [_error_string(e)] * n
+        if not isinstance(res, list | tuple) or len(res) != n:
             got = len(res) if isinstance(res, list | tuple) else type(res).__name__
-            return [f"ERROR: LLM handler returned {got} answers for {len(prompts)} prompts"] * len(prompts)
+            return [f"ERROR: LLM handler returned {got} answers for {n} prompts"] * n
         out = []
         for r in res:
             if isinstance(r, str):

@@ -93,7 +93,7 @@ ALLOWED_MODULES = frozenset(
     "re math json collections itertools functools statistics string textwrap datetime decimal fractions "
     "random heapq bisect operator typing dataclasses difflib unicodedata copy pprint enum abc __future__".split()
 )
-PROTECTED_NAMES = ("room", "documents", "llm_query", "llm_batch", "rlm_query", "submit")
+PROTECTED_NAMES = ("room", "documents", "llm_query", "llm_batch", "llm_batch_async", "rlm_query", "submit")
 REMOVED_BUILTINS = ("open", "input", "breakpoint", "exit", "quit", "help", "copyright", "credits", "license")
 # Codecs are imported on first use; load the common ones now so .decode("latin-1") works in a cell.
 PRELOAD_ENCODINGS = (
@@ -429,6 +429,81 @@ def _set_limits(memory_mb: int, python_layer: bool = True) -> dict[str, int]:
     return applied
 
 
+def _prompt_list(prompts, name: str) -> list[str]:
+    if isinstance(prompts, str) or not hasattr(prompts, "__iter__"):
+        raise TypeError(f"{name}(prompts): expected a list of str")
+    prompts = list(prompts)
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise TypeError(f"{name}(prompts): prompts[{i}] is a {type(p).__name__}, expected str")
+    return prompts
+
+
+def _parts(prompts: list[str], out: list[str]):
+    """The indices of ``prompts`` in frames' worth of parts; a prompt too big for any frame gets its
+    error in ``out`` and goes in none."""
+    part: list[int] = []
+    size = 0
+    for i, p in enumerate(prompts):
+        n = len(json.dumps(p)) + 2  # as the frame will carry it (ASCII escapes), plus the separator
+        if n > MAX_PROMPT_BYTES:  # this item's error; the rest of the batch still runs
+            out[i] = (
+                f"ERROR: prompt of {n / 2**20:.0f} MiB is over the {MAX_PROMPT_BYTES >> 20} MiB "
+                "limit of one prompt; split it into smaller chunks"
+            )
+            continue
+        if part and (size + n > BATCH_PART_BYTES or len(part) >= BATCH_PART_PROMPTS):
+            yield part
+            part, size = [], 0
+        part.append(i)
+        size += n
+    if part:
+        yield part
+
+
+def _fill(out: list[str], part: list[int], answers) -> None:
+    if (
+        not isinstance(answers, list)
+        or len(answers) != len(part)
+        or not all(isinstance(x, str) for x in answers)
+    ):
+        raise ProtocolError("bad llm_batch answer from host")
+    for i, a in zip(part, answers, strict=True):
+        out[i] = a
+
+
+class Pending:
+    """The answers of ``llm_batch_async``, still coming: the subagents read while the REPL goes on."""
+
+    def __init__(self, worker: Worker, started: list[tuple[int, list[int]]], out: list[str]) -> None:
+        self._worker = worker
+        self._started = started  # (host handle, indices of the prompts it answers)
+        self._out = out
+        self._waiting = bool(started)
+
+    def done(self) -> bool:
+        """Whether every answer is back (a waiting .result() would return at once)."""
+        if not self._waiting:
+            return True
+        value = self._worker._request("poll", {"handles": [h for h, _ in self._started]})
+        if isinstance(value, str):
+            raise RuntimeError(value)
+        if not isinstance(value, bool):
+            raise ProtocolError("bad poll answer from host")
+        return value
+
+    def result(self) -> list[str]:
+        """The answers in prompt order, waiting for those still out; a failed one is 'ERROR: ...'."""
+        if self._waiting:
+            for handle, part in self._started:
+                _fill(self._out, part, self._worker._request("wait", {"handle": handle, "n": len(part)}))
+            self._waiting = False
+        return list(self._out)
+
+    def __len__(self) -> int:
+        return len(self._out)
+
+
 class Worker:
     def __init__(self, chan: Channel, init: dict) -> None:
         self.chan = chan
@@ -494,45 +569,31 @@ class Worker:
 
     def llm_batch(self, prompts: list[str]) -> list[str]:
         """Ask subagents each prompt concurrently; answers keep the order, a failed one is 'ERROR: ...'."""
-        if isinstance(prompts, str) or not hasattr(prompts, "__iter__"):
-            raise TypeError("llm_batch(prompts): expected a list of str")
-        prompts = list(prompts)
-        for i, p in enumerate(prompts):
-            if not isinstance(p, str):
-                raise TypeError(f"llm_batch(prompts): prompts[{i}] is a {type(p).__name__}, expected str")
-        if not prompts:
-            return []
+        prompts = _prompt_list(prompts, "llm_batch")
         out: list[str] = [""] * len(prompts)
-        part: list[int] = []
-        size = 0
-
-        def send_part() -> None:
-            answers = self._request("batch", {"prompts": [prompts[i] for i in part]})
-            if (
-                not isinstance(answers, list)
-                or len(answers) != len(part)
-                or not all(isinstance(x, str) for x in answers)
-            ):
-                raise ProtocolError("bad llm_batch answer from host")
-            for i, a in zip(part, answers, strict=True):
-                out[i] = a
-
-        for i, p in enumerate(prompts):
-            n = len(json.dumps(p)) + 2  # as the frame will carry it (ASCII escapes), plus the separator
-            if n > MAX_PROMPT_BYTES:  # this item's error; the rest of the batch still runs
-                out[i] = (
-                    f"ERROR: prompt of {n / 2**20:.0f} MiB is over the {MAX_PROMPT_BYTES >> 20} MiB "
-                    "limit of one prompt; split it into smaller chunks"
-                )
-                continue
-            if part and (size + n > BATCH_PART_BYTES or len(part) >= BATCH_PART_PROMPTS):
-                send_part()
-                part, size = [], 0
-            part.append(i)
-            size += n
-        if part:
-            send_part()
+        for part in _parts(prompts, out):
+            _fill(out, part, self._request("batch", {"prompts": [prompts[i] for i in part]}))
         return out
+
+    def llm_batch_async(self, prompts: list[str]) -> Pending:
+        """Start subagents on each prompt and return at once: their answers come with ``.result()``.
+
+        The subagents keep reading while this cell and the root's next turns go on (until the episode
+        ends); ``.done()`` says whether every answer is back.
+        """
+        prompts = _prompt_list(prompts, "llm_batch_async")
+        out: list[str] = [""] * len(prompts)
+        started: list[tuple[int, list[int]]] = []
+        for part in _parts(prompts, out):
+            handle = self._request("start", {"prompts": [prompts[i] for i in part]})
+            if isinstance(handle, str):  # the host could not start it: every item of the part is that error
+                for i in part:
+                    out[i] = handle
+            elif isinstance(handle, int):
+                started.append((handle, part))
+            else:
+                raise ProtocolError("bad llm_batch_async answer from host")
+        return Pending(self, started, out)
 
     def llm_query(self, prompt: str) -> str:
         """Ask one subagent; returns its answer, or an 'ERROR: ...' string."""
@@ -584,6 +645,7 @@ class Worker:
         self.ns["documents"] = self.room.documents
         self.ns["llm_query"] = self.llm_query
         self.ns["llm_batch"] = self.llm_batch
+        self.ns["llm_batch_async"] = self.llm_batch_async
         self.ns["rlm_query"] = self.rlm_query
         self.ns["submit"] = self.submit
 

@@ -7,7 +7,7 @@ the clause, then the issue's criteria through ``Finding``.
 from __future__ import annotations
 
 from pipeline.grading.claim_kinds import NOT_IN_ROOM
-from pipeline.rooms.synthetic.context import Ctx
+from pipeline.rooms.synthetic.context import Ctx, Party
 from pipeline.rooms.synthetic.criteria import CONSENT, OBTAIN, Finding, phrases
 from pipeline.rooms.synthetic.documents import (
     agreement,
@@ -269,7 +269,7 @@ def missing_side_letter(ctx: Ctx, iid: str) -> None:
     )
 
 
-def fee_documents(ctx: Ctx, party, fees: int, stated: int) -> tuple[str, str, str, str]:
+def fee_documents(ctx: Ctx, party: Party, fees: int, stated: int) -> tuple[str, str, str, str]:
     """A customer agreement stating ``fees`` a year, and the finance team's revenue schedule stating ``stated``
     for it, each among ordinary text: (agreement path, schedule path, fee clause, schedule line)."""
     short = party.short
