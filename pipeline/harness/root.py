@@ -48,6 +48,8 @@ from pipeline.harness.trace import Subcall, Trace
 from pipeline.llm.base import Backend, GenerationParams
 from pipeline.rooms.model import Room
 
+MAX_ASYNC_BATCHES = 1000  # llm_batch_async batches one episode may start (host memory, not reading budget)
+
 # Tracebacks and limit messages shown to the root are kept short; the code is the root's own.
 ERROR_CHARS = 1500
 RLM_MODEL_PREFIX = "rlm:"
@@ -272,6 +274,12 @@ class _RlmEpisode:
         if kind == "batch":
             return await self.runner.batch(payload["prompts"])
         if kind == "start":  # llm_batch_async: the batch runs on this loop while the root's turns go on
+            if len(self.pending) >= MAX_ASYNC_BATCHES:
+                # each start holds a task here, and a cell can start them as fast as it can loop
+                raise ValueError(
+                    f"llm_batch_async: {MAX_ASYNC_BATCHES} batches started in this episode, the limit; "
+                    "send more prompts per batch"
+                )
             self.pending.append(asyncio.ensure_future(self.runner.batch(payload["prompts"])))
             return len(self.pending) - 1
         if kind == "poll":

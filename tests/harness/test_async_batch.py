@@ -143,3 +143,22 @@ def test_a_handle_the_host_never_gave_is_an_error_item(room, room_dir):
 def test_prompts_of_the_wrong_type_are_a_cell_error(room, room_dir):
     trace = _episode(room, room_dir, ["llm_batch_async(['ok', 3])"])
     assert "llm_batch_async(prompts): prompts[1] is a int, expected str" in (trace.turns[0].error or "")
+
+
+def test_batches_past_the_limit_are_refused_not_kept(room, room_dir, monkeypatch):
+    # a cell can loop llm_batch_async as fast as it likes: the host holds a task per batch, so it caps them
+    from pipeline.harness import root
+
+    monkeypatch.setattr(root, "MAX_ASYNC_BATCHES", 2)
+    trace = _episode(
+        room,
+        room_dir,
+        [
+            "ps = [llm_batch_async(['=== a.txt ===\\nText.']) for _ in range(3)]\n"
+            "print([p.result()[0] for p in ps])"
+        ],
+    )
+    out = trace.turns[0].output
+    assert "2 batches started in this episode, the limit" in out
+    assert out.count("the limit") == 1  # the first two ran
+    assert len(trace.subcalls) == 2
