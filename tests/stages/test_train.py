@@ -16,7 +16,9 @@ from pipeline.config import PipelineConfig
 from pipeline.policies import base_policy, load_policy
 from tests.stages.test_dataset import make_warehouse
 
-pytestmark = pytest.mark.slow
+# One worker for the whole module under `make test` (xdist --dist loadgroup): split over two, each
+# worker trained its own copy of the module-scoped run.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("train")]
 
 
 def tiny_train(cfg: PipelineConfig) -> PipelineConfig:
