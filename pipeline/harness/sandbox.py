@@ -451,29 +451,23 @@ class Sandbox:
 
     async def _call_start(self, prompts: list[str]) -> int | str:
         """llm_batch_async: the handler starts the batch and returns its handle (an int), or an error."""
-        if self.on_llm is None:
-            return "ERROR: no LLM handler is configured for this sandbox"
-        try:
-            res = await self.on_llm("start", {"prompts": prompts})
-        except Exception as e:
-            return _error_string(e)
-        return (
-            res
-            if isinstance(res, int)
-            else f"ERROR: LLM handler returned a {type(res).__name__}, not a handle"
-        )
+        return await self._one("start", {"prompts": prompts}, int, "a handle")
 
     async def _call_poll(self, handles: list[int]) -> bool | str:
+        return await self._one("poll", {"handles": handles}, bool, "a bool")
+
+    async def _one(self, kind: str, payload: dict, expected: type, what: str) -> Any:
+        """The handler's one ``expected`` value for a ``kind`` call, or an ERROR string: never a crash."""
         if self.on_llm is None:
             return "ERROR: no LLM handler is configured for this sandbox"
         try:
-            res = await self.on_llm("poll", {"handles": handles})
-        except Exception as e:
+            res = await self.on_llm(kind, payload)
+        except Exception as e:  # a failing handler is the cell's problem, reported as text
             return _error_string(e)
         return (
             res
-            if isinstance(res, bool)
-            else f"ERROR: LLM handler returned a {type(res).__name__}, not a bool"
+            if isinstance(res, expected)
+            else f"ERROR: LLM handler returned a {type(res).__name__}, not {what}"
         )
 
     async def _answers(self, kind: str, payload: dict, n: int) -> list[str]:
@@ -498,12 +492,4 @@ class Sandbox:
         return out
 
     async def _call_rlm(self, prompt: str, paths: list[str]) -> str:
-        if self.on_llm is None:
-            return "ERROR: no LLM handler is configured for this sandbox"
-        try:
-            res = await self.on_llm("rlm", {"prompt": prompt, "paths": paths})
-        except Exception as e:
-            return _error_string(e)
-        return (
-            res if isinstance(res, str) else f"ERROR: LLM handler returned a {type(res).__name__}, not a str"
-        )
+        return await self._one("rlm", {"prompt": prompt, "paths": paths}, str, "a str")
