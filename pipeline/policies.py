@@ -31,6 +31,7 @@ import duckdb
 from pipeline import db
 from pipeline.config import BackendConfig, PipelineConfig
 from pipeline.errors import UserError
+from pipeline.harness.prompts import variant_hash
 from pipeline.ids import content_hash
 from pipeline.llm.smollm2 import DEFAULT_MODEL_NAME
 from pipeline.run_folder import resolve_path, stored_path
@@ -49,6 +50,9 @@ class Policy:
     # A hash of the adapter's weights (adapter_weights_hash), where the trainer recorded one: then the id,
     # and the LoRA module named after it, change whenever the weights do.
     weights: str | None = None
+    # A hash of the prompt variant's text (pipeline.harness.prompts.variant_hash): editing a variant's
+    # prompt or worked example makes a new policy, so its episodes are never pooled with the old text's.
+    prompt_hash: str | None = None
 
     @property
     def policy_id(self) -> str:
@@ -62,6 +66,8 @@ class Policy:
         }
         if self.weights:  # only then: the ids of policies registered without a hash stay as they were
             key["weights"] = self.weights
+        if self.prompt_hash:  # likewise
+            key["prompt_hash"] = self.prompt_hash
         # The prefix says how the weights were made: GRPO runs (pipeline.training.rl) have rl- train ids.
         kind = "grpo" if (self.train_id or "").startswith("rl-") else "sft" if self.adapter else "base"
         return f"{kind}-{content_hash(key, length=12)}"
@@ -87,6 +93,7 @@ def base_policy(cfg: PipelineConfig) -> Policy:
         prompt=cfg.harness.prompt,
         harness=cfg.harness.kind,
         sampling=dataclasses.asdict(cfg.sampling),
+        prompt_hash=variant_hash(cfg.harness.prompt),
     )
 
 
@@ -111,6 +118,7 @@ def register_policy(con: duckdb.DuckDBPyConnection, policy: Policy) -> str:
                     "train_id": policy.train_id,
                     "served_model": policy.served_model,
                     "weights_hash": policy.weights,
+                    "prompt_hash": policy.prompt_hash,
                     "created_at": db.now(),
                 }
             ],
@@ -145,6 +153,7 @@ def load_policy(con: duckdb.DuckDBPyConnection, policy_id: str, field: str = "")
         parent_id=r["parent_id"],
         train_id=r["train_id"],
         weights=r.get("weights_hash"),
+        prompt_hash=r.get("prompt_hash"),
     )
 
 

@@ -6,7 +6,7 @@ A variant file is markdown with a YAML front matter and named sections::
     description: what this variant is for
     harness: rlm            # rlm | toolloop
     extends: base           # optional: inherit every section not given here
-    example: worked_example.episode.yaml   # optional worked episode
+    example: [worked_example_heron.episode.yaml]  # optional worked episodes (a file or a list)
     ---
     <!-- section: system -->
     ... {{ placeholder }} ...
@@ -21,8 +21,10 @@ section, and a line holding only a placeholder that renders empty is dropped
 one request for a memo at the turn limit), ``no_code`` / ``no_tool`` (the
 correction after a completion without code), ``child_task`` and ``depth2``.
 
-The worked example is a complete episode on a small fictional room, placed
-before the real task as prior user/assistant messages. Every one of those
+The worked example is one or more complete episodes, each on a small
+fictional room, placed before the real task as prior user/assistant messages.
+Two episodes that read different parts of their rooms show that which part to
+read is a choice (a small root copies one example's choice literally). Every one of those
 messages carries ``"example": True`` so the dataset stage can mask or strip
 it (context distillation); chat templates ignore the extra key, and the
 harnesses strip it before a request.
@@ -39,6 +41,7 @@ from typing import Any
 import yaml
 
 from pipeline.harness.registry import HARNESSES
+from pipeline.ids import content_hash
 from pipeline.rooms.model import Document, Room
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -64,7 +67,7 @@ class PromptVariant:
     harness: str = "rlm"
     description: str = ""
     source: str = ""  # the variant file
-    example_source: str = ""  # the worked-example episode file, "" when there is none
+    example_sources: list[str] = field(default_factory=list)  # the worked episodes' files, in order
 
     def section(self, name: str, values: dict[str, Any] | None = None) -> str:
         if name not in self.sections:
@@ -199,10 +202,23 @@ def load_variant(name: str) -> PromptVariant:
         description=str(meta.get("description", "")),
         source=str(path),
     )
-    if meta.get("example"):
-        variant.example_source = str(PROMPTS_DIR / str(meta["example"]))
-        _, variant.example = load_example(Path(variant.example_source), variant)
+    files = meta.get("example") or []
+    for file in files if isinstance(files, list) else [files]:
+        variant.example_sources.append(str(PROMPTS_DIR / str(file)))
+        variant.example += load_example(Path(variant.example_sources[-1]), variant)[1]
     return variant
+
+
+def variant_hash(name: str) -> str:
+    """A short hash of what a variant puts before the model: its sections, harness and worked example.
+
+    Part of a policy's id (pipeline.policies): editing a variant's text makes a new policy. The
+    description is left out: it is read by people, not by the model.
+    """
+    variant = load_variant(name)
+    return content_hash(
+        {"sections": variant.sections, "harness": variant.harness, "example": variant.example}, length=12
+    )
 
 
 def _fmt_value(v: Any) -> str:

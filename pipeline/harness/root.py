@@ -42,7 +42,7 @@ from pipeline.config import HarnessConfig, SamplingConfig
 from pipeline.harness.codeblocks import close_open_block, code_blocks
 from pipeline.harness.episode import CODE_STOP, EpisodeRecorder, guarded, now_iso
 from pipeline.harness.output_cut import cut
-from pipeline.harness.prompts import PromptError, build_messages, load_variant, room_info
+from pipeline.harness.prompts import PromptError, PromptVariant, build_messages, load_variant, room_info
 from pipeline.harness.subagents import ERROR_PREFIX, SubagentRunner, calls_exhausted, room_budgets
 from pipeline.harness.trace import Subcall, Trace
 from pipeline.llm.base import Backend, GenerationParams
@@ -414,23 +414,33 @@ async def run_episode(
 
 
 async def replay_example(variant_name: str, subagent: Backend | None = None) -> list[str]:
-    """Run a variant's worked-example programs on its example room; the REPL messages the harness would show.
+    """Run a variant's worked-example programs on their example rooms; the REPL messages the harness would show.
 
-    The example's user turns must equal these (tests/harness/test_prompts.py
-    checks it), so the example never shows output its program cannot produce.
-    The subagent defaults to the extractive reader.
+    The example's user turns after each assistant turn must equal these
+    (tests/harness/test_prompts.py checks it), so the example never shows
+    output its program cannot produce. The subagent defaults to the extractive
+    reader.
     """
     from pipeline.config import BackendConfig
-    from pipeline.harness.prompts import load_example
-    from pipeline.harness.room_export import export_room
-    from pipeline.harness.sandbox import Sandbox, SandboxLimits
     from pipeline.llm.extractive import ExtractiveBackend
 
     variant = load_variant(variant_name)
-    if not variant.example_source:
+    if not variant.example_sources:
         raise PromptError(f"{variant.source}: variant {variant_name!r} has no worked example")
     subagent = subagent or ExtractiveBackend(BackendConfig(kind="extractive"))
-    room, messages = load_example(Path(variant.example_source), variant)
+    shown: list[str] = []
+    for source in variant.example_sources:
+        shown += await _replay_episode(variant, Path(source), subagent)
+    return shown
+
+
+async def _replay_episode(variant: PromptVariant, source: Path, subagent: Backend) -> list[str]:
+    """One worked episode's programs run in a sandbox over its room: the REPL message after each turn."""
+    from pipeline.harness.prompts import load_example
+    from pipeline.harness.room_export import export_room
+    from pipeline.harness.sandbox import Sandbox, SandboxLimits
+
+    room, messages = load_example(source, variant)
     harness = HarnessConfig()
     max_calls, max_tokens = room_budgets(
         room.n_tokens, len(room.documents), harness.max_subcalls, harness.max_subcall_tokens

@@ -264,6 +264,7 @@ def _record_policy(
         prompt=parent.prompt,
         harness=parent.harness,
         sampling=parent.sampling,
+        prompt_hash=parent.prompt_hash,
         # Relative to the run folder: a copied run folder still finds its adapters.
         adapter=stored_path(cfg.run.dir, adapter_dir),
         parent_id=parent.policy_id,

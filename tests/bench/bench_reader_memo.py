@@ -2,7 +2,7 @@
 
     python tests/bench/bench_reader_memo.py [--old main] [--corpus ../shared/data] [--seeds 101,102,103]
 
-The worked-example program (pipeline/harness/prompts/worked_example.episode.yaml)
+The worked-example program (pipeline/harness/prompts/worked_example_heron.episode.yaml)
 asks the extractive reader about every document and joins the notes of its
 open findings into the memo. This runs that program without a root model on
 generated rooms of 20 and 60 documents (and CUAD rooms of 10 contracts when

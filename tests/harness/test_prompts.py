@@ -37,26 +37,36 @@ def test_variants_load():
 
 def test_worked_example_messages_are_marked(room):
     v = load_variant("worked_example")
-    assert [m["role"] for m in v.example] == ["user", "assistant", "user"]
+    episode = ["user", "assistant", "user"]  # task, program, REPL output
+    assert [m["role"] for m in v.example] == episode * 2
     assert all(m["example"] is True for m in v.example)
     msgs = build_messages(v, room_info(room, variant=v))
-    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "user"]
-    assert [bool(m.get("example")) for m in msgs] == [False, True, True, True, False]
-    # The example is about another room; the task is about this one.
-    assert "Heron Robotics" in msgs[1]["content"] and room.target["name"] in msgs[-1]["content"]
+    assert [m["role"] for m in msgs] == ["system", *episode * 2, "user"]
+    assert [bool(m.get("example")) for m in msgs] == [False, *[True] * 6, False]
+    # The examples are about other rooms; the task is about this one.
+    assert "Heron Robotics" in msgs[1]["content"] and "Osprey Foods" in msgs[4]["content"]
+    assert room.target["name"] in msgs[-1]["content"]
     assert all(set(m) == {"role", "content"} for m in strip_extra_keys(msgs))
 
 
-def _example_program() -> str:
-    """The worked example's code, every turn, as one program."""
+def _example_programs() -> list[str]:
+    """Each worked episode's code (one turn each) as a program."""
     turns = [m["content"] for m in load_variant("worked_example").example if m["role"] == "assistant"]
-    return "\n".join(t.split("```python\n", 1)[1].split("```", 1)[0] for t in turns)
+    return [t.split("```python\n", 1)[1].split("```", 1)[0] for t in turns]
 
 
-def test_worked_example_shows_the_api_not_the_answer():
+def test_the_worked_episodes_read_different_categories():
+    """Which part of the room to read is shown as a choice: each episode names other categories."""
+    import re
+
+    chosen = [set(re.findall(r'category="(\w+)"', p)) for p in _example_programs()]
+    assert len(chosen) == 2 and all(len(c) == 2 for c in chosen) and not chosen[0] & chosen[1]
+
+
+@pytest.mark.parametrize("program", _example_programs())
+def test_worked_example_shows_the_api_not_the_answer(program):
     """It delegates, writes a line per fact and submits, reading part of the room and joining
     nothing: no program of the ladder's `everything` rung or above."""
-    program = _example_program()
     for piece in (
         "room.docs(category=",
         "d.chunks(",
@@ -78,22 +88,27 @@ def test_worked_example_scores_below_the_everything_rung():
     from pipeline.grading.program_check import Rung, generated_rooms, ladder_table, load_ladder, run_ladder
     from pipeline.llm.base import make_backend
 
-    rungs = [r for r in load_ladder() if r.name == "everything"] + [Rung("example", "", _example_program())]
+    examples = [Rung(f"example-{i}", "", p) for i, p in enumerate(_example_programs())]
+    rungs = [r for r in load_ladder() if r.name == "everything"] + examples
     rooms = [("generated", r) for r in generated_rooms(4)]
     rows = asyncio.run(
         run_ladder(rooms, make_backend(BackendConfig(kind="extractive")), HarnessConfig(), rungs)
     )
     cells = {c.rung: c for c in ladder_table(rows, rungs)}
     assert all(r.status == "submitted" for r in rows), rows
-    assert 0 < cells["example"].mean < cells["everything"].mean - 0.05, cells
+    for rung in examples:
+        assert 0 < cells[rung.name].mean < cells["everything"].mean - 0.05, cells
 
 
 def test_worked_example_output_is_what_its_program_prints():
     from pipeline.harness.root import replay_example
 
     v = load_variant("worked_example")
-    recorded = [m["content"] for m in v.example[2::2]]
-    assert asyncio.run(replay_example("worked_example")) == recorded
+    after_a_program = [
+        m for prev, m in zip(v.example[:-1], v.example[1:], strict=True) if prev["role"] == "assistant"
+    ]
+    recorded = [m["content"] for m in after_a_program]
+    assert len(recorded) == 2 and asyncio.run(replay_example("worked_example")) == recorded
 
 
 def test_room_shape_in_system_prompt(room):
@@ -189,3 +204,25 @@ def test_extends_inherits_sections_but_not_the_example(tmp_path, monkeypatch):
     _write(tmp_path, "child", "---\nextends: parent\n---\n<!-- section: task -->\nCHILD TASK\n")
     v = load_variant("child")
     assert v.system == "S {{room_name}}" and v.task == "CHILD TASK" and v.harness == "rlm"
+
+
+def test_a_policy_id_changes_with_the_variants_text_not_its_description(tmp_path, monkeypatch):
+    from pipeline import db
+    from pipeline.config import load_config
+    from pipeline.policies import base_policy, load_policy, register_policy
+
+    monkeypatch.setattr(prompts, "PROMPTS_DIR", tmp_path)
+    body = "<!-- section: system -->\nS {{room_name}}\n<!-- section: task -->\nT\n"
+    _write(tmp_path, "mine", "---\ndescription: one\n---\n" + body)
+    cfg = load_config("tiny", ["harness.prompt=mine"])
+    first = base_policy(cfg)
+    _write(tmp_path, "mine", "---\ndescription: two\n---\n" + body)
+    assert base_policy(cfg).policy_id == first.policy_id  # what people read is not what the model reads
+    _write(tmp_path, "mine", "---\ndescription: two\n---\n" + body.replace("T\n", "Review it.\n"))
+    edited = base_policy(cfg)
+    assert edited.prompt == first.prompt and edited.policy_id != first.policy_id
+    # stored and read back from a real warehouse, the policy keeps its hash and so its id
+    con = db.connect(tmp_path / "w.duckdb")
+    register_policy(con, edited)
+    assert load_policy(con, edited.policy_id) == edited
+    con.close()
