@@ -289,8 +289,9 @@ def test_queries_answer_while_the_sample_stage_runs(tmp_path, smollm2_path):
     assert main(["--recipe", "tiny", "rooms", "generate", f"run.dir={run}"]) == 0
     stage = subprocess.Popen(
         [sys.executable, "-m", "pipeline", "--recipe", "tiny", "sample", f"run.dir={run}", "sample.k=1"]
-        # one short root turn per trajectory: the stage only has to run while queries arrive
-        + ["harness.max_turns=1", "sampling.max_new_tokens=64"],
+        # one short root turn per trajectory on the zero-shot prompt (half the worked example's tokens):
+        # the stage only has to run while queries arrive
+        + ["harness.max_turns=1", "sampling.max_new_tokens=64", "harness.prompt=base"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

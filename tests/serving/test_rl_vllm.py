@@ -36,7 +36,9 @@ RL = [
     "sampling.max_new_tokens=32",
     "rl.steps=2",
     "rl.num_generations=2",
-    "rl.rollouts_per_step=4",  # 2 rooms x 2 rollouts: 2 per process
+    # 1 room x 2 rollouts, one per process and pass: the least that still splits a group over the two
+    "rl.rollouts_per_step=2",
+    "rl.micro_batch=1",
     "rl.max_length=1400",
     "rl.gradient_checkpointing=false",
     "rl.evaluate=false",
@@ -71,9 +73,9 @@ def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_
     assert out.count("rl: starting from the champion") == 1, out[-2000:]
     # DDP needs every process to run the same passes: flat groups are not skipped, and it says so.
     assert "rl: every rollout goes through the update (several processes" in out, out[-2000:]
-    # the other process took two steps over gloo, each on its 2 of the 4 rollouts the main one ran
+    # the other process took two steps over gloo, each on its 1 of the 2 rollouts the main one ran
     follower = next(o for o in _printed_objects(out) if o.get("process") == 1)
-    assert (follower["backend"], follower["steps"], follower["rollouts_trained"]) == ("gloo", 2, 4)
+    assert (follower["backend"], follower["steps"], follower["rollouts_trained"]) == ("gloo", 2, 2)
 
     con = db.connect(run / "pipeline.duckdb", read_only=True)
     try:
@@ -106,13 +108,13 @@ def test_two_processes_and_the_second_step_samples_the_first_steps_adapter(vllm_
         con.close()
     assert status == "ok" and gen == "server" and n_policies == 1
     assert [(s, n, loss, on_policy) for s, n, _, _, loss, on_policy in steps] == [
-        (1, 4, True, True),
-        (2, 4, True, True),
+        (1, 2, True, True),
+        (2, 2, True, True),
     ]
     assert steps[0][3] is not None  # step 1's adapter was saved and loaded into the server
     # every slot of every step once (the other process's included), written by the main process and graded
-    assert [(s, slot, p) for s, slot, p, *_ in slots] == [(s, i, "rl") for s in (1, 2) for i in range(4)]
-    assert all(n >= 1 for *_, n in slots) and n_rl == 8
+    assert [(s, slot, p) for s, slot, p, *_ in slots] == [(s, i, "rl") for s in (1, 2) for i in range(2)]
+    assert all(n >= 1 for *_, n in slots) and n_rl == 4
     # step 1 was sampled by the start's weights (at the rollouts' top-p 1); step 2 by the adapter after
     # step 1, asked for by its module name, which carries the hash of its weights
     step1, step2 = steps[0][2], steps[1][2]
