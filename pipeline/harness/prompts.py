@@ -22,10 +22,10 @@ one request for a memo at the turn limit), ``no_code`` / ``no_tool`` (the
 correction after a completion without code), ``child_task`` and ``depth2``.
 
 The worked example is one or more complete episodes, each on a small
-fictional room, placed before the real task as prior user/assistant messages.
-Two episodes that read different parts of their rooms show that which part to
-read is a choice (a small root copies one example's choice literally). Every one of those
-messages carries ``"example": True`` so the dataset stage can mask or strip
+fictional room, placed before the real task as prior user/assistant messages
+(two that read different parts of their rooms show that which part to read is
+a choice: a small root copies one example's choice literally). Every one of
+those messages carries ``"example": True`` so the dataset stage can mask or strip
 it (context distillation); chat templates ignore the extra key, and the
 harnesses strip it before a request.
 """
